@@ -1,0 +1,109 @@
+// Safetensors checkpoints (docs/safetensors.md): a read-only, validated view
+// of one file, and a writer that produces the same layout Hugging Face does.
+//
+// File layout: u64 little-endian N, N bytes of JSON header, data section.
+// SafetensorsFile validates the whole header when it is opened (every
+// failure is a Corrupt error naming the file and, where there is one, the
+// tensor), so afterwards every TensorInfo's byte range is inside the data
+// section and no two non-empty ranges overlap; Bytes() can never read out
+// of bounds.
+//
+// SafetensorsFile is move-only and immutable after opening; its const
+// methods are safe to call from many threads. Spans returned by Bytes()
+// point into the file and are valid while the SafetensorsFile lives (and is
+// not moved from). SafetensorsWriter is a plain builder, not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/io/dtype.h"
+#include "engine/io/mapped_file.h"
+
+namespace lockstep {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;  // [] is a scalar (one element)
+  uint64_t offset;             // absolute file offset of the first data byte
+  uint64_t nbytes;             // == product(shape) * DTypeBits(dtype) / 8
+};
+
+class SafetensorsFile {
+ public:
+  SafetensorsFile(SafetensorsFile&&) noexcept = default;
+  SafetensorsFile& operator=(SafetensorsFile&&) noexcept = default;
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  // Maps `path` read-only and validates it. NotFound/Io from the OS,
+  // Corrupt from validation.
+  static Result<SafetensorsFile> Open(const std::string& path);
+  // Same validation over an in-memory copy; `name` stands in for the path
+  // in error messages.
+  static Result<SafetensorsFile> FromBuffer(std::vector<uint8_t> bytes,
+                                            std::string name);
+
+  // nullptr when there is no tensor of that name.
+  const TensorInfo* Find(std::string_view name) const;
+  // Every tensor, sorted by name.
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  // REQUIRES: `t` is one of tensors() of this file.
+  std::span<const uint8_t> Bytes(const TensorInfo& t) const;
+
+  // The named tensor as f32: BF16 widened by the exact §4.1 shift, F32
+  // copied bit for bit. NotFound if absent; Invalid if its shape is not
+  // `expected_shape`; Unimplemented for any other dtype.
+  Result<std::vector<float>> ReadF32(
+      std::string_view name, std::span<const int64_t> expected_shape) const;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  SafetensorsFile() = default;
+  static Result<SafetensorsFile> Validate(SafetensorsFile file);
+  std::span<const uint8_t> AllBytes() const;
+
+  std::string path_;
+  MappedFile map_;              // used by Open
+  std::vector<uint8_t> owned_;  // used by FromBuffer
+  std::vector<TensorInfo> tensors_;
+};
+
+// Collects tensors and writes them as one safetensors file: header
+// {"__metadata__":{"format":"pt"}, name: {dtype, shape, data_offsets}...},
+// tensors sorted by name and packed contiguously in that order, header
+// padded with spaces so the data section starts 8-byte aligned.
+class SafetensorsWriter {
+ public:
+  // REQUIRES: data.size() == product(shape) * DTypeBits(dtype) / 8 and a
+  // name not added before (both re-checked by WriteFile, as Invalid).
+  void Add(std::string name, DType dtype, std::vector<int64_t> shape,
+           std::vector<uint8_t> data);
+
+  // Writes to a temporary file beside `path`, then renames it into place,
+  // so `path` is either absent/old or complete. Io errors name the path.
+  Status WriteFile(const std::string& path) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> data;
+  };
+  Result<std::string> Header() const;
+  std::vector<const Entry*> Sorted() const;
+
+  std::vector<Entry> entries_;
+};
+
+// Widens one bf16 bit pattern to f32 exactly (§4.1): bits << 16.
+inline uint32_t WidenBf16Bits(uint16_t b) { return static_cast<uint32_t>(b) << 16; }
+
+}  // namespace lockstep

@@ -1,0 +1,25 @@
+// Validation of a safetensors file's header against its own bytes
+// (docs/safetensors.md lists every rule). Used by SafetensorsFile; exposed
+// so the rules can be tested one by one. Stateless: thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/io/safetensors.h"
+
+namespace lockstep {
+
+// Largest header length accepted (the reference implementation's limit).
+inline constexpr uint64_t kMaxSafetensorsHeader = 100ull << 20;
+
+// Parses and validates the header of the whole file `file`. Returns every
+// tensor sorted by name, each range inside the data section, non-empty
+// ranges pairwise disjoint. Any failure: Corrupt "<name>: ...".
+Result<std::vector<TensorInfo>> ParseSafetensorsHeader(
+    std::span<const uint8_t> file, const std::string& name);
+
+}  // namespace lockstep
