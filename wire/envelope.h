@@ -1,0 +1,88 @@
+// Envelope framing: turns one `schema::Envelope` (wire/lockstep.capnp) into
+// the bytes of one ZeroMQ message and back, with a hardened decoder.
+//
+// Frame bytes = Cap'n Proto single-segment serialisation of the envelope in
+// canonical form: [u32 0][u32 words] followed by `words` 8-byte words. The
+// decoder refuses, before reading any field: frames above
+// DecodeLimits::max_frame_bytes, lengths that are not whole words, segment
+// tables that disagree with the length, trailing bytes, non-canonical
+// encodings (so no bit of a frame is "don't care"), envelopes nested deeper
+// than the limit, and envelopes whose version is not kProtocolVersion.
+//
+// Most callers want wire/messages.h (plain structs) or wire/hidden_frame.h;
+// this header is for code that builds or reads capnp directly.
+//
+// Thread-safety: free functions are thread-safe; a ParsedEnvelope is
+// thread-compatible (one reader at a time).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include "base/status.h"
+#include "wire/lockstep.capnp.h"
+
+namespace lockstep::wire {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+static_assert(kProtocolVersion == schema::PROTOCOL_VERSION,
+              "kProtocolVersion must match lockstep.capnp");
+
+// The bytes of one frame as produced by the encoders. std::vector's storage
+// comes from operator new, which is suitably aligned for capnp words on
+// every platform we build for; decoders still check and copy if not.
+using Frame = std::vector<uint8_t>;
+
+struct DecodeLimits {
+  // Frames longer than this are refused before parsing. 64 MiB holds a
+  // hidden frame of 8192 positions x 2048 floats.
+  size_t max_frame_bytes = size_t{64} << 20;
+  // Cap'n Proto nesting limit; the schema needs 4 levels.
+  int nesting_limit = 8;
+};
+
+// A decoded envelope: owns an aligned copy of the frame when the input was
+// misaligned, otherwise views the caller's bytes.
+// Lifetime: the bytes passed to ParseEnvelope must outlive this object.
+// Move-only.
+class ParsedEnvelope {
+ public:
+  ParsedEnvelope(ParsedEnvelope&&) noexcept;
+  ParsedEnvelope& operator=(ParsedEnvelope&&) noexcept;
+  ~ParsedEnvelope();
+
+  // Valid while *this lives. Reading fields may throw kj::Exception only
+  // for traversal-limit overruns, which the limits make impossible for a
+  // single pass over the message.
+  schema::Envelope::Reader root() const { return root_; }
+  schema::Envelope::Which which() const { return root_.which(); }
+
+ private:
+  friend Result<ParsedEnvelope> ParseEnvelope(std::span<const uint8_t>,
+                                              const DecodeLimits&);
+  ParsedEnvelope() = default;
+
+  std::vector<capnp::word> aligned_copy_;  // empty when reading in place
+  std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
+  schema::Envelope::Reader root_;
+};
+
+// Validates framing, canonical form and version (see the file comment).
+// Errors: Invalid (too big, wrong version), Corrupt (anything malformed).
+Result<ParsedEnvelope> ParseEnvelope(std::span<const uint8_t> bytes,
+                                     const DecodeLimits& limits = {});
+
+// Sets the root envelope's version to kProtocolVersion and returns the
+// canonical frame bytes. REQUIRES: `message` has an Envelope root.
+Frame MarshalEnvelope(capnp::MessageBuilder& message);
+
+// Human-readable name of an envelope's union member ("hidden", "logits").
+const char* EnvelopeKindName(schema::Envelope::Which which);
+
+}  // namespace lockstep::wire

@@ -1,0 +1,214 @@
+#include "wire/hidden_frame.h"
+
+#include <bit>
+#include <cassert>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include <capnp/message.h>
+
+#include "wire/tensor_codec.h"
+
+namespace lockstep::wire {
+namespace {
+
+// Payloads are memcpy'd between float storage and the little-endian wire
+// format; a big-endian port would swap bytes here, as bytes.
+static_assert(std::endian::native == std::endian::little,
+              "the wire codec assumes a little-endian host");
+static_assert(sizeof(float) == 4 && std::numeric_limits<float>::is_iec559);
+
+constexpr std::string_view kHiddenTag = "lockstep.hidden.v1";
+constexpr std::string_view kLogitsTag = "lockstep.logits.v1";
+
+std::span<const uint8_t> AsBytes(std::span<const float> floats) {
+  return {reinterpret_cast<const uint8_t*>(floats.data()), floats.size_bytes()};
+}
+
+void UpdateU64Le(Sha256Stream& s, uint64_t v) {
+  s.UpdateU32Le(static_cast<uint32_t>(v));
+  s.UpdateU32Le(static_cast<uint32_t>(v >> 32));
+}
+
+void UpdateTag(Sha256Stream& s, std::string_view tag) {
+  s.Update({reinterpret_cast<const uint8_t*>(tag.data()), tag.size()});
+}
+
+Digest HiddenDigestOf(const HiddenFrame& h, std::span<const uint8_t> payload) {
+  Sha256Stream s;
+  UpdateTag(s, kHiddenTag);
+  UpdateU64Le(s, h.session_id);
+  s.UpdateU32Le(h.step);
+  s.UpdateU32Le(h.first_position);
+  s.UpdateU32Le(h.seq);
+  s.UpdateU32Le(h.hidden);
+  s.UpdateU32Le(h.resume_layer);
+  s.Update(payload);
+  return s.Finalize();
+}
+
+Digest LogitsDigestOf(const Logits& l, std::span<const uint8_t> payload) {
+  Sha256Stream s;
+  UpdateTag(s, kLogitsTag);
+  UpdateU64Le(s, l.session_id);
+  s.UpdateU32Le(l.step);
+  s.UpdateU32Le(l.vocab);
+  s.Update(payload);
+  return s.Finalize();
+}
+
+capnp::Data::Reader DigestData(const Digest& d) {
+  return capnp::Data::Reader(d.data(), d.size());
+}
+
+// Checks that a blob holds exactly rows * cols fp32 words; `what` names
+// the frame in errors.
+Status CheckPayloadSize(uint32_t rows, uint32_t cols, size_t payload_bytes,
+                        const std::string& what) {
+  if (rows == 0 || cols == 0) {
+    return CorruptError(what + " has a zero dimension (" + std::to_string(rows) +
+                        " x " + std::to_string(cols) + ")");
+  }
+  // rows * cols < 2^64; * 4 may not be, so compare in elements.
+  const uint64_t elements = uint64_t{rows} * cols;
+  if (payload_bytes % 4 != 0 || payload_bytes / 4 != elements) {
+    return CorruptError(what + " payload is " + std::to_string(payload_bytes) +
+                        " bytes, expected " + std::to_string(rows) + " x " +
+                        std::to_string(cols) + " fp32 words");
+  }
+  return Status::Ok();
+}
+
+Status CheckDigest(capnp::Data::Reader got, const Digest& want,
+                   const std::string& what, uint64_t session, uint32_t step) {
+  const std::string where =
+      " (session " + std::to_string(session) + " step " + std::to_string(step) + ")";
+  if (got.size() != want.size()) {
+    return CorruptError(what + " digest is " + std::to_string(got.size()) +
+                        " bytes, expected 32" + where);
+  }
+  if (std::memcmp(got.begin(), want.data(), want.size()) != 0) {
+    return CorruptError(what + " digest mismatch" + where);
+  }
+  return Status::Ok();
+}
+
+std::vector<float> CopyFloats(capnp::Data::Reader bytes) {
+  std::vector<float> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.begin(), bytes.size());
+  return out;
+}
+
+size_t WordsFor(size_t payload_floats) { return payload_floats / 2 + 32; }
+
+}  // namespace
+
+namespace internal {
+
+void WriteHidden(const HiddenFrame& h, schema::HiddenFrame::Builder out) {
+  assert(h.seq > 0 && h.hidden > 0);
+  assert(h.payload.size() == uint64_t{h.seq} * h.hidden);
+  out.setSessionId(h.session_id);
+  out.setStep(h.step);
+  out.setFirstPosition(h.first_position);
+  out.setSeq(h.seq);
+  out.setHidden(h.hidden);
+  out.setResumeLayer(h.resume_layer);
+  const auto bytes = AsBytes(h.payload);
+  std::memcpy(out.initPayload(bytes.size()).begin(), bytes.data(), bytes.size());
+  out.setDigest(DigestData(HiddenDigestOf(h, bytes)));
+}
+
+Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in) {
+  HiddenFrame h;
+  h.session_id = in.getSessionId();
+  h.step = in.getStep();
+  h.first_position = in.getFirstPosition();
+  h.seq = in.getSeq();
+  h.hidden = in.getHidden();
+  h.resume_layer = in.getResumeLayer();
+  const capnp::Data::Reader payload = in.getPayload();
+  LOCKSTEP_RETURN_IF_ERROR(
+      CheckPayloadSize(h.seq, h.hidden, payload.size(), "hidden frame"));
+  const Digest want = HiddenDigestOf(h, {payload.begin(), payload.size()});
+  LOCKSTEP_RETURN_IF_ERROR(
+      CheckDigest(in.getDigest(), want, "hidden frame", h.session_id, h.step));
+  h.payload = CopyFloats(payload);
+  return h;
+}
+
+void WriteLogits(const Logits& l, schema::Logits::Builder out) {
+  assert(l.vocab > 0 && l.payload.size() == l.vocab);
+  out.setSessionId(l.session_id);
+  out.setStep(l.step);
+  out.setVocab(l.vocab);
+  const auto bytes = AsBytes(l.payload);
+  std::memcpy(out.initPayload(bytes.size()).begin(), bytes.data(), bytes.size());
+  out.setDigest(DigestData(LogitsDigestOf(l, bytes)));
+}
+
+Result<Logits> ReadLogits(schema::Logits::Reader in) {
+  Logits l;
+  l.session_id = in.getSessionId();
+  l.step = in.getStep();
+  l.vocab = in.getVocab();
+  const capnp::Data::Reader payload = in.getPayload();
+  LOCKSTEP_RETURN_IF_ERROR(CheckPayloadSize(1, l.vocab, payload.size(), "logits"));
+  const Digest want = LogitsDigestOf(l, {payload.begin(), payload.size()});
+  LOCKSTEP_RETURN_IF_ERROR(
+      CheckDigest(in.getDigest(), want, "logits", l.session_id, l.step));
+  l.payload = CopyFloats(payload);
+  return l;
+}
+
+}  // namespace internal
+
+Digest HiddenFrameDigest(const HiddenFrame& frame) {
+  assert(frame.payload.size() == uint64_t{frame.seq} * frame.hidden);
+  return HiddenDigestOf(frame, AsBytes(frame.payload));
+}
+
+Digest LogitsDigest(const Logits& logits) {
+  assert(logits.payload.size() == logits.vocab);
+  return LogitsDigestOf(logits, AsBytes(logits.payload));
+}
+
+Frame MarshalHidden(const HiddenFrame& frame) {
+  capnp::MallocMessageBuilder message(WordsFor(frame.payload.size()));
+  auto root = message.initRoot<schema::Envelope>();
+  internal::WriteHidden(frame, root.initHidden());
+  return MarshalEnvelope(message);
+}
+
+Result<HiddenFrame> UnmarshalHidden(std::span<const uint8_t> bytes,
+                                    const DecodeLimits& limits) {
+  LOCKSTEP_ASSIGN_OR_RETURN(ParsedEnvelope parsed, ParseEnvelope(bytes, limits));
+  if (parsed.which() != schema::Envelope::HIDDEN) {
+    return InvalidError(std::string("expected a hidden frame, got ") +
+                        EnvelopeKindName(parsed.which()));
+  }
+  return internal::GuardedRead(
+      [&] { return internal::ReadHidden(parsed.root().getHidden()); });
+}
+
+Frame MarshalLogits(const Logits& logits) {
+  capnp::MallocMessageBuilder message(WordsFor(logits.payload.size()));
+  auto root = message.initRoot<schema::Envelope>();
+  internal::WriteLogits(logits, root.initLogits());
+  return MarshalEnvelope(message);
+}
+
+Result<Logits> UnmarshalLogits(std::span<const uint8_t> bytes,
+                               const DecodeLimits& limits) {
+  LOCKSTEP_ASSIGN_OR_RETURN(ParsedEnvelope parsed, ParseEnvelope(bytes, limits));
+  if (parsed.which() != schema::Envelope::LOGITS) {
+    return InvalidError(std::string("expected logits, got ") +
+                        EnvelopeKindName(parsed.which()));
+  }
+  return internal::GuardedRead(
+      [&] { return internal::ReadLogits(parsed.root().getLogits()); });
+}
+
+}  // namespace lockstep::wire

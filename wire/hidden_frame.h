@@ -1,0 +1,65 @@
+// Codecs for the two tensor-carrying messages: HiddenFrame (stage k ->
+// stage k+1) and Logits (last stage -> coordinator).
+//
+// Bit exactness: float payloads are copied as bytes (little-endian
+// IEEE-754 binary32 on the wire) and never pass through float arithmetic,
+// so signed zeros, every NaN payload (quiet or signalling), infinities and
+// subnormals survive a round trip unchanged.
+//
+// Integrity: each frame carries a SHA-256 digest over its header fields and
+// payload (docs/wire_protocol.md, "Frame digests"); decoders recompute it
+// and return Corrupt on a mismatch. Digests also let the pipeline prove a
+// split changed nothing.
+//
+// Thread-safety: all functions are thread-safe (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/sha256.h"
+#include "base/status.h"
+#include "wire/envelope.h"
+
+namespace lockstep::wire {
+
+struct HiddenFrame {
+  uint64_t session_id = 0;
+  uint32_t step = 0;
+  uint32_t first_position = 0;  // position of row 0 in the sequence
+  uint32_t seq = 0;             // rows (positions), > 0
+  uint32_t hidden = 0;          // model width, > 0
+  uint32_t resume_layer = 0;    // first layer the receiver runs
+  std::vector<float> payload;   // [seq][hidden] fp32 residual stream
+};
+
+struct Logits {
+  uint64_t session_id = 0;
+  uint32_t step = 0;
+  uint32_t vocab = 0;           // > 0
+  std::vector<float> payload;   // [vocab] fp32 logits of the last position
+};
+
+// SHA-256 of the frame's header fields and payload bytes as defined in
+// docs/wire_protocol.md. REQUIRES: payload.size() == seq * hidden (resp.
+// vocab); the encoders assert this.
+Digest HiddenFrameDigest(const HiddenFrame& frame);
+Digest LogitsDigest(const Logits& logits);
+
+// REQUIRES: frame.payload.size() == frame.seq * frame.hidden, both > 0.
+Frame MarshalHidden(const HiddenFrame& frame);
+// Errors: see ParseEnvelope; Invalid if the envelope is not a hidden frame;
+// Corrupt on zero or overflowing dims, a payload that is not
+// seq * hidden * 4 bytes, a digest of the wrong size, or
+// "hidden frame digest mismatch (session S step T)".
+Result<HiddenFrame> UnmarshalHidden(std::span<const uint8_t> bytes,
+                                    const DecodeLimits& limits = {});
+
+// REQUIRES: logits.payload.size() == logits.vocab > 0.
+Frame MarshalLogits(const Logits& logits);
+// Errors as UnmarshalHidden, for "logits digest mismatch (session S step T)".
+Result<Logits> UnmarshalLogits(std::span<const uint8_t> bytes,
+                               const DecodeLimits& limits = {});
+
+}  // namespace lockstep::wire

@@ -1,0 +1,182 @@
+# The Lockstep wire protocol.
+#
+# Every ZeroMQ message between the coordinator and a worker, or from one
+# pipeline stage to the next, is exactly one `Envelope`, serialised in
+# Cap'n Proto canonical form as a single segment (see docs/wire_protocol.md
+# for the byte layout and the decoder's limits).
+#
+# Evolution rules: field numbers are append-only. A retired field is renamed
+# `obsoleteX` and keeps its number; numbers are never reused. A change that
+# an old peer would misread bumps `protocolVersion`; peers reject envelopes
+# whose `version` differs from their own.
+#
+# Conventions: integers are host-independent (Cap'n Proto is little-endian
+# on the wire). Float tensors travel as `Data` blobs of little-endian
+# IEEE-754 binary32 words, never as List(Float32), so that no decoder ever
+# loads them through floating-point registers. Digests are raw 32-byte
+# SHA-256 values. Layer ranges are half-open: [layerLo, layerHi).
+
+@0xcb327b750bc4316b;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("lockstep::wire::schema");
+
+const protocolVersion :UInt32 = 1;
+# The version this schema describes; written into every Envelope.
+
+struct Envelope {
+  version @0 :UInt32;
+  # Must equal `protocolVersion` of the receiver or the envelope is refused.
+
+  union {
+    hello @1 :Hello;
+    assign @2 :Assign;
+    assignAck @3 :AssignAck;
+    sessionOpen @4 :SessionOpen;
+    prefill @5 :TokenInput;
+    decode @6 :TokenInput;
+    hidden @7 :HiddenFrame;
+    logits @8 :Logits;
+    evict @9 :Evict;
+    fork @10 :Fork;
+    release @11 :Release;
+    heartbeat @12 :Heartbeat;
+    error @13 :Error;
+    shutdown @14 :Shutdown;
+  }
+}
+
+struct Hello {
+  # worker -> coordinator, first message on a new connection. Lets the
+  # coordinator check that the worker serves the same bits it expects.
+  workerId @0 :Text;            # Stable name; also the ZeroMQ identity.
+  protocolVersion @1 :UInt32;   # The worker's `protocolVersion`.
+  weightsSha256 @2 :Data;       # 32 bytes: SHA-256 of the weights file.
+  configSha256 @3 :Data;        # 32 bytes: SHA-256 of config.json.
+  tokenizerSha256 @4 :Data;     # 32 bytes: SHA-256 of tokenizer.json.
+  tableDigest @5 :Data;         # 32 bytes: digest of the worker's math tables.
+  invFreqTableDigest @6 :Data;  # 32 bytes: digest of the RoPE inv_freq table.
+  isa @7 :Text;                 # Kernel instruction set in use, e.g. "avx2".
+}
+
+struct Assign {
+  # coordinator -> worker: which slice of the model to serve.
+  modelDir @0 :Text;               # Path of the model directory on the worker.
+  expectedWeightsSha256 @1 :Data;  # 32 bytes each; the worker refuses to
+  expectedConfigSha256 @2 :Data;   # serve if its files hash differently.
+  expectedTokenizerSha256 @3 :Data;
+  layerLo @4 :UInt32;              # First layer served (inclusive).
+  layerHi @5 :UInt32;              # One past the last layer served.
+  isFirst @6 :Bool;                # Stage embeds tokens.
+  isLast @7 :Bool;                 # Stage applies final norm + LM head.
+  nextHop @8 :Text;                # Endpoint of the next stage; empty if last.
+  workerIndex @9 :UInt32;          # Position of this stage in the pipeline.
+}
+
+struct AssignAck {
+  # worker -> coordinator: the assignment is loaded and verified; the worker
+  # is ready for sessions (this is the "Ready" message).
+  workerIndex @0 :UInt32;
+  layerLo @1 :UInt32;
+  layerHi @2 :UInt32;
+}
+
+struct WindowSpec {
+  # Attention window of a session.
+  union {
+    full @0 :Void;               # No window: attend to every position.
+    global @1 :UInt32;           # Same window W for every layer.
+    perLayer @2 :List(UInt32);   # One W per model layer (0 = full).
+  }
+}
+
+struct SessionOpen {
+  # coordinator -> every worker: allocate state for a new session.
+  sessionId @0 :UInt64;
+  window @1 :WindowSpec;
+}
+
+struct TokenInput {
+  # coordinator -> first stage, as `prefill` (many tokens) or `decode`
+  # (normally one token).
+  sessionId @0 :UInt64;
+  step @1 :UInt32;            # Monotonic per session; echoed in Logits.
+  firstPosition @2 :UInt32;   # Position of tokenIds[0] in the sequence.
+  tokenIds @3 :List(UInt32);
+}
+
+struct HiddenFrame {
+  # stage k -> stage k+1: the residual stream after the sender's last layer.
+  sessionId @0 :UInt64;
+  step @1 :UInt32;
+  firstPosition @2 :UInt32;
+  seq @3 :UInt32;             # Positions in the frame (> 0).
+  hidden @4 :UInt32;          # Model width (> 0).
+  resumeLayer @5 :UInt32;     # First layer the receiver must run.
+  payload @6 :Data;           # [seq][hidden] little-endian binary32;
+                              # exactly seq * hidden * 4 bytes.
+  digest @7 :Data;            # 32 bytes; see "Frame digests" in the doc.
+}
+
+struct Logits {
+  # last stage -> coordinator: the logits of the last position of a step.
+  sessionId @0 :UInt64;
+  step @1 :UInt32;
+  vocab @2 :UInt32;           # Number of logits (> 0).
+  payload @3 :Data;           # [vocab] little-endian binary32.
+  digest @4 :Data;            # 32 bytes; see "Frame digests" in the doc.
+}
+
+struct Evict {
+  # coordinator -> every worker: drop `count` cached positions of a session
+  # starting at position `from`.
+  sessionId @0 :UInt64;
+  from @1 :UInt32;
+  count @2 :UInt32;
+}
+
+struct Fork {
+  # coordinator -> every worker: create `newSessionId` as a copy of the
+  # cached prefix of `sourceSessionId`.
+  newSessionId @0 :UInt64;
+  sourceSessionId @1 :UInt64;
+}
+
+struct Release {
+  # coordinator -> every worker: free all state of a session.
+  sessionId @0 :UInt64;
+}
+
+struct Heartbeat {
+  # Either direction; any message also counts as a sign of life.
+  sequence @0 :UInt64;
+  sender @1 :Text;
+}
+
+enum ErrorKind {
+  # Same names and order as lockstep::ErrorKind in base/status.h.
+  ok @0;
+  invalid @1;
+  corrupt @2;
+  mismatch @3;
+  notFound @4;
+  io @5;
+  disconnected @6;
+  timeout @7;
+  overloaded @8;
+  unimplemented @9;
+  internal @10;
+}
+
+struct Error {
+  # Either direction: a request failed. Daemons report, they do not exit.
+  kind @0 :ErrorKind;
+  message @1 :Text;
+  sessionId @2 :UInt64;       # Meaningful only when hasSession.
+  hasSession @3 :Bool;
+}
+
+struct Shutdown {
+  # coordinator -> worker: finish in-flight work and exit cleanly.
+  reason @0 :Text;
+}

@@ -1,0 +1,320 @@
+#include "wire/messages.h"
+
+#include <cassert>
+#include <cstring>
+#include <string>
+
+#include <capnp/message.h>
+
+#include "wire/tensor_codec.h"
+
+namespace lockstep::wire {
+namespace {
+
+namespace s = schema;
+
+// ErrorReport::kind crosses the wire as the schema enum of the same order.
+static_assert(static_cast<int>(s::ErrorKind::OK) == static_cast<int>(ErrorKind::kOk));
+static_assert(static_cast<int>(s::ErrorKind::MISMATCH) ==
+              static_cast<int>(ErrorKind::kMismatch));
+static_assert(static_cast<int>(s::ErrorKind::DISCONNECTED) ==
+              static_cast<int>(ErrorKind::kDisconnected));
+static_assert(static_cast<int>(s::ErrorKind::UNIMPLEMENTED) ==
+              static_cast<int>(ErrorKind::kUnimplemented));
+static_assert(static_cast<int>(s::ErrorKind::INTERNAL) ==
+              static_cast<int>(ErrorKind::kInternal));
+
+// ---- struct -> capnp -------------------------------------------------------
+
+capnp::Data::Reader DigestData(const Digest& d) {
+  return capnp::Data::Reader(d.data(), d.size());
+}
+
+void Write(const Hello& m, s::Envelope::Builder e) {
+  auto out = e.initHello();
+  out.setWorkerId(m.worker_id);
+  out.setProtocolVersion(m.protocol_version);
+  out.setWeightsSha256(DigestData(m.weights_sha256));
+  out.setConfigSha256(DigestData(m.config_sha256));
+  out.setTokenizerSha256(DigestData(m.tokenizer_sha256));
+  out.setTableDigest(DigestData(m.table_digest));
+  out.setInvFreqTableDigest(DigestData(m.inv_freq_table_digest));
+  out.setIsa(m.isa);
+}
+
+void Write(const Assign& m, s::Envelope::Builder e) {
+  auto out = e.initAssign();
+  out.setModelDir(m.model_dir);
+  out.setExpectedWeightsSha256(DigestData(m.expected_weights_sha256));
+  out.setExpectedConfigSha256(DigestData(m.expected_config_sha256));
+  out.setExpectedTokenizerSha256(DigestData(m.expected_tokenizer_sha256));
+  out.setLayerLo(m.layer_lo);
+  out.setLayerHi(m.layer_hi);
+  out.setIsFirst(m.is_first);
+  out.setIsLast(m.is_last);
+  out.setNextHop(m.next_hop);
+  out.setWorkerIndex(m.worker_index);
+}
+
+void Write(const AssignAck& m, s::Envelope::Builder e) {
+  auto out = e.initAssignAck();
+  out.setWorkerIndex(m.worker_index);
+  out.setLayerLo(m.layer_lo);
+  out.setLayerHi(m.layer_hi);
+}
+
+void Write(const SessionOpen& m, s::Envelope::Builder e) {
+  auto out = e.initSessionOpen();
+  out.setSessionId(m.session_id);
+  auto window = out.initWindow();
+  switch (m.window.kind) {
+    case WindowSpec::Kind::kFull: window.setFull(); break;
+    case WindowSpec::Kind::kGlobal: window.setGlobal(m.window.global); break;
+    case WindowSpec::Kind::kPerLayer: {
+      auto list = window.initPerLayer(m.window.per_layer.size());
+      for (size_t i = 0; i < m.window.per_layer.size(); ++i) {
+        list.set(i, m.window.per_layer[i]);
+      }
+      break;
+    }
+  }
+}
+
+void Write(const TokenInput& m, s::Envelope::Builder e) {
+  auto out = m.phase == TokenInput::Phase::kPrefill ? e.initPrefill()
+                                                    : e.initDecode();
+  out.setSessionId(m.session_id);
+  out.setStep(m.step);
+  out.setFirstPosition(m.first_position);
+  auto ids = out.initTokenIds(m.token_ids.size());
+  for (size_t i = 0; i < m.token_ids.size(); ++i) ids.set(i, m.token_ids[i]);
+}
+
+void Write(const HiddenFrame& m, s::Envelope::Builder e) {
+  internal::WriteHidden(m, e.initHidden());
+}
+
+void Write(const Logits& m, s::Envelope::Builder e) {
+  internal::WriteLogits(m, e.initLogits());
+}
+
+void Write(const Evict& m, s::Envelope::Builder e) {
+  auto out = e.initEvict();
+  out.setSessionId(m.session_id);
+  out.setFrom(m.from);
+  out.setCount(m.count);
+}
+
+void Write(const Fork& m, s::Envelope::Builder e) {
+  auto out = e.initFork();
+  out.setNewSessionId(m.new_session_id);
+  out.setSourceSessionId(m.source_session_id);
+}
+
+void Write(const Release& m, s::Envelope::Builder e) {
+  e.initRelease().setSessionId(m.session_id);
+}
+
+void Write(const Heartbeat& m, s::Envelope::Builder e) {
+  auto out = e.initHeartbeat();
+  out.setSequence(m.sequence);
+  out.setSender(m.sender);
+}
+
+void Write(const ErrorReport& m, s::Envelope::Builder e) {
+  assert(m.kind != ErrorKind::kOk);
+  auto out = e.initError();
+  out.setKind(static_cast<s::ErrorKind>(m.kind));
+  out.setMessage(m.message);
+  out.setSessionId(m.session_id);
+  out.setHasSession(m.has_session);
+}
+
+void Write(const Shutdown& m, s::Envelope::Builder e) {
+  e.initShutdown().setReason(m.reason);
+}
+
+// ---- capnp -> struct -------------------------------------------------------
+
+Result<Digest> ReadDigest(capnp::Data::Reader in, const char* field) {
+  Digest d{};
+  if (in.size() != d.size()) {
+    return CorruptError(std::string(field) + " is " + std::to_string(in.size()) +
+                        " bytes, expected 32");
+  }
+  std::memcpy(d.data(), in.begin(), d.size());
+  return d;
+}
+
+Result<Message> Read(s::Hello::Reader in) {
+  Hello m;
+  m.worker_id = in.getWorkerId();
+  m.protocol_version = in.getProtocolVersion();
+  LOCKSTEP_ASSIGN_OR_RETURN(m.weights_sha256,
+                            ReadDigest(in.getWeightsSha256(), "hello.weightsSha256"));
+  LOCKSTEP_ASSIGN_OR_RETURN(m.config_sha256,
+                            ReadDigest(in.getConfigSha256(), "hello.configSha256"));
+  LOCKSTEP_ASSIGN_OR_RETURN(
+      m.tokenizer_sha256, ReadDigest(in.getTokenizerSha256(), "hello.tokenizerSha256"));
+  LOCKSTEP_ASSIGN_OR_RETURN(m.table_digest,
+                            ReadDigest(in.getTableDigest(), "hello.tableDigest"));
+  LOCKSTEP_ASSIGN_OR_RETURN(
+      m.inv_freq_table_digest,
+      ReadDigest(in.getInvFreqTableDigest(), "hello.invFreqTableDigest"));
+  m.isa = in.getIsa();
+  return Message(std::move(m));
+}
+
+Result<Message> Read(s::Assign::Reader in) {
+  Assign m;
+  m.model_dir = in.getModelDir();
+  LOCKSTEP_ASSIGN_OR_RETURN(
+      m.expected_weights_sha256,
+      ReadDigest(in.getExpectedWeightsSha256(), "assign.expectedWeightsSha256"));
+  LOCKSTEP_ASSIGN_OR_RETURN(
+      m.expected_config_sha256,
+      ReadDigest(in.getExpectedConfigSha256(), "assign.expectedConfigSha256"));
+  LOCKSTEP_ASSIGN_OR_RETURN(
+      m.expected_tokenizer_sha256,
+      ReadDigest(in.getExpectedTokenizerSha256(), "assign.expectedTokenizerSha256"));
+  m.layer_lo = in.getLayerLo();
+  m.layer_hi = in.getLayerHi();
+  m.is_first = in.getIsFirst();
+  m.is_last = in.getIsLast();
+  m.next_hop = in.getNextHop();
+  m.worker_index = in.getWorkerIndex();
+  return Message(std::move(m));
+}
+
+Result<Message> Read(s::AssignAck::Reader in) {
+  return Message(AssignAck{in.getWorkerIndex(), in.getLayerLo(), in.getLayerHi()});
+}
+
+Result<WindowSpec> Read(s::WindowSpec::Reader in) {
+  WindowSpec w;
+  switch (in.which()) {
+    case s::WindowSpec::FULL: w.kind = WindowSpec::Kind::kFull; return w;
+    case s::WindowSpec::GLOBAL:
+      w.kind = WindowSpec::Kind::kGlobal;
+      w.global = in.getGlobal();
+      return w;
+    case s::WindowSpec::PER_LAYER:
+      w.kind = WindowSpec::Kind::kPerLayer;
+      for (uint32_t v : in.getPerLayer()) w.per_layer.push_back(v);  // bounded by frame
+      return w;
+  }
+  return InvalidError("unknown window kind " +
+                      std::to_string(static_cast<int>(in.which())));
+}
+
+Result<Message> Read(s::SessionOpen::Reader in) {
+  SessionOpen m;
+  m.session_id = in.getSessionId();
+  LOCKSTEP_ASSIGN_OR_RETURN(m.window, Read(in.getWindow()));
+  return Message(std::move(m));
+}
+
+Result<Message> Read(s::TokenInput::Reader in, TokenInput::Phase phase) {
+  TokenInput m;
+  m.phase = phase;
+  m.session_id = in.getSessionId();
+  m.step = in.getStep();
+  m.first_position = in.getFirstPosition();
+  auto ids = in.getTokenIds();
+  m.token_ids.reserve(ids.size());
+  for (uint32_t id : ids) m.token_ids.push_back(id);
+  return Message(std::move(m));
+}
+
+Result<Message> Read(s::Error::Reader in) {
+  const auto kind = static_cast<uint16_t>(in.getKind());
+  if (kind == 0 || kind > static_cast<uint16_t>(s::ErrorKind::INTERNAL)) {
+    return CorruptError("error message has kind " + std::to_string(kind));
+  }
+  ErrorReport m;
+  m.kind = static_cast<ErrorKind>(kind);
+  m.message = in.getMessage();
+  m.session_id = in.getSessionId();
+  m.has_session = in.getHasSession();
+  return Message(std::move(m));
+}
+
+template <typename T>
+Result<Message> Wrap(Result<T> r) {
+  if (!r.ok()) return r.status();
+  return Message(std::move(r).value());
+}
+
+Result<Message> ReadEnvelope(s::Envelope::Reader e) {
+  using W = s::Envelope::Which;
+  switch (e.which()) {
+    case W::HELLO: return Read(e.getHello());
+    case W::ASSIGN: return Read(e.getAssign());
+    case W::ASSIGN_ACK: return Read(e.getAssignAck());
+    case W::SESSION_OPEN: return Read(e.getSessionOpen());
+    case W::PREFILL: return Read(e.getPrefill(), TokenInput::Phase::kPrefill);
+    case W::DECODE: return Read(e.getDecode(), TokenInput::Phase::kDecode);
+    case W::HIDDEN: return Wrap(internal::ReadHidden(e.getHidden()));
+    case W::LOGITS: return Wrap(internal::ReadLogits(e.getLogits()));
+    case W::EVICT: {
+      auto in = e.getEvict();
+      return Message(Evict{in.getSessionId(), in.getFrom(), in.getCount()});
+    }
+    case W::FORK: {
+      auto in = e.getFork();
+      return Message(Fork{in.getNewSessionId(), in.getSourceSessionId()});
+    }
+    case W::RELEASE: return Message(Release{e.getRelease().getSessionId()});
+    case W::HEARTBEAT: {
+      auto in = e.getHeartbeat();
+      return Message(Heartbeat{in.getSequence(), in.getSender()});
+    }
+    case W::ERROR: return Read(e.getError());
+    case W::SHUTDOWN: return Message(Shutdown{e.getShutdown().getReason()});
+  }
+  return InvalidError("unknown envelope member " +
+                      std::to_string(static_cast<int>(e.which())));
+}
+
+const char* NameOf(const TokenInput& m) {
+  return m.phase == TokenInput::Phase::kPrefill ? "prefill" : "decode";
+}
+const char* NameOf(const Hello&) { return "hello"; }
+const char* NameOf(const Assign&) { return "assign"; }
+const char* NameOf(const AssignAck&) { return "assignAck"; }
+const char* NameOf(const SessionOpen&) { return "sessionOpen"; }
+const char* NameOf(const HiddenFrame&) { return "hidden"; }
+const char* NameOf(const Logits&) { return "logits"; }
+const char* NameOf(const Evict&) { return "evict"; }
+const char* NameOf(const Fork&) { return "fork"; }
+const char* NameOf(const Release&) { return "release"; }
+const char* NameOf(const Heartbeat&) { return "heartbeat"; }
+const char* NameOf(const ErrorReport&) { return "error"; }
+const char* NameOf(const Shutdown&) { return "shutdown"; }
+
+size_t FirstSegmentWords(const Message& message) {
+  if (const auto* h = std::get_if<HiddenFrame>(&message)) return h->payload.size() / 2 + 32;
+  if (const auto* l = std::get_if<Logits>(&message)) return l->payload.size() / 2 + 32;
+  return 256;
+}
+
+}  // namespace
+
+const char* MessageName(const Message& message) {
+  return std::visit([](const auto& m) { return NameOf(m); }, message);
+}
+
+Frame MarshalMessage(const Message& message) {
+  capnp::MallocMessageBuilder builder(FirstSegmentWords(message));
+  auto root = builder.initRoot<s::Envelope>();
+  std::visit([&root](const auto& m) { Write(m, root); }, message);
+  return MarshalEnvelope(builder);
+}
+
+Result<Message> ParseMessage(std::span<const uint8_t> bytes,
+                             const DecodeLimits& limits) {
+  LOCKSTEP_ASSIGN_OR_RETURN(ParsedEnvelope parsed, ParseEnvelope(bytes, limits));
+  return internal::GuardedRead([&] { return ReadEnvelope(parsed.root()); });
+}
+
+}  // namespace lockstep::wire

@@ -1,0 +1,127 @@
+// Plain C++ forms of every protocol message (wire/lockstep.capnp), so that
+// the coordinator and workers never touch capnp builders or readers.
+//
+// MarshalMessage/ParseMessage go through the same hardened framing as
+// wire/envelope.h; HiddenFrame and Logits carry and verify their digests
+// exactly as wire/hidden_frame.h does. Field meanings are documented in the
+// schema. Values are plain data: copyable, thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "base/sha256.h"
+#include "base/status.h"
+#include "wire/envelope.h"
+#include "wire/hidden_frame.h"
+
+namespace lockstep::wire {
+
+struct Hello {
+  std::string worker_id;
+  uint32_t protocol_version = kProtocolVersion;
+  Digest weights_sha256{};
+  Digest config_sha256{};
+  Digest tokenizer_sha256{};
+  Digest table_digest{};
+  Digest inv_freq_table_digest{};
+  std::string isa;
+};
+
+struct Assign {
+  std::string model_dir;
+  Digest expected_weights_sha256{};
+  Digest expected_config_sha256{};
+  Digest expected_tokenizer_sha256{};
+  uint32_t layer_lo = 0;  // layers [layer_lo, layer_hi)
+  uint32_t layer_hi = 0;
+  bool is_first = false;
+  bool is_last = false;
+  std::string next_hop;  // endpoint of the next stage; empty when is_last
+  uint32_t worker_index = 0;
+};
+
+// The worker's "ready" reply to Assign.
+struct AssignAck {
+  uint32_t worker_index = 0;
+  uint32_t layer_lo = 0;
+  uint32_t layer_hi = 0;
+};
+
+struct WindowSpec {
+  enum class Kind { kFull, kGlobal, kPerLayer };
+  Kind kind = Kind::kFull;
+  uint32_t global = 0;             // W when kind == kGlobal
+  std::vector<uint32_t> per_layer;  // [layers] W when kind == kPerLayer
+};
+
+struct SessionOpen {
+  uint64_t session_id = 0;
+  WindowSpec window;
+};
+
+// Token input to the first stage; `phase` selects the envelope member.
+struct TokenInput {
+  enum class Phase { kPrefill, kDecode };
+  Phase phase = Phase::kDecode;
+  uint64_t session_id = 0;
+  uint32_t step = 0;
+  uint32_t first_position = 0;
+  std::vector<uint32_t> token_ids;  // [positions]
+};
+
+struct Evict {
+  uint64_t session_id = 0;
+  uint32_t from = 0;
+  uint32_t count = 0;
+};
+
+struct Fork {
+  uint64_t new_session_id = 0;
+  uint64_t source_session_id = 0;
+};
+
+struct Release {
+  uint64_t session_id = 0;
+};
+
+struct Heartbeat {
+  uint64_t sequence = 0;
+  std::string sender;
+};
+
+// A failed request, as reported to a peer. `kind` is never kOk.
+struct ErrorReport {
+  ErrorKind kind = ErrorKind::kInternal;
+  std::string message;
+  bool has_session = false;
+  uint64_t session_id = 0;  // meaningful only when has_session
+
+  Status ToStatus() const { return Status(kind, message); }
+};
+
+struct Shutdown {
+  std::string reason;
+};
+
+using Message = std::variant<Hello, Assign, AssignAck, SessionOpen, TokenInput,
+                             HiddenFrame, Logits, Evict, Fork, Release,
+                             Heartbeat, ErrorReport, Shutdown>;
+
+// Envelope member name of a message ("hello", "prefill", "hidden", ...).
+const char* MessageName(const Message& message);
+
+// REQUIRES: HiddenFrame/Logits payloads match their dims (see
+// hidden_frame.h); ErrorReport::kind != kOk.
+Frame MarshalMessage(const Message& message);
+
+// Errors: see ParseEnvelope and UnmarshalHidden; Corrupt if a digest field
+// is not 32 bytes or an error kind is out of range; Invalid for an envelope
+// member this build does not know.
+Result<Message> ParseMessage(std::span<const uint8_t> bytes,
+                             const DecodeLimits& limits = {});
+
+}  // namespace lockstep::wire

@@ -1,0 +1,33 @@
+// Internal to lockstep_wire: capnp <-> struct conversion for the tensor
+// messages, shared by hidden_frame.cc and messages.cc. Not for callers.
+#pragma once
+
+#include <string>
+
+#include <kj/exception.h>
+
+#include "base/status.h"
+#include "wire/hidden_frame.h"
+#include "wire/lockstep.capnp.h"
+
+namespace lockstep::wire::internal {
+
+void WriteHidden(const HiddenFrame& frame, schema::HiddenFrame::Builder out);
+Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in);
+void WriteLogits(const Logits& logits, schema::Logits::Builder out);
+Result<Logits> ReadLogits(schema::Logits::Reader in);
+
+// Runs `read` (which returns a Result or Status) and turns a kj::Exception
+// raised by capnp accessors -- e.g. a pointer of the wrong type where the
+// schema expects Data -- into a Corrupt status.
+template <typename F>
+auto GuardedRead(F&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const kj::Exception& e) {
+    return CorruptError(std::string("malformed frame: ") +
+                        e.getDescription().cStr());
+  }
+}
+
+}  // namespace lockstep::wire::internal
