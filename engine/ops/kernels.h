@@ -1,0 +1,51 @@
+// The kernel boundary: every numeric kernel the forward pass uses, as a
+// table of function pointers, so fast per-ISA versions can stand beside
+// the plain scalar reference (ScalarKernels()) and be chosen at run time.
+//
+// Contract shared by every implementation of a slot: the result is
+// bit-identical to the scalar reference for every input. Reductions run in
+// the exact order of CIS-2 §5 (sequential, separate mul then add); only
+// independent outputs (rows, tokens, lanes) may be reordered or run in
+// parallel. Kernels are stateless and thread-safe; pointers may be
+// unaligned; outputs never alias inputs unless stated.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace lockstep::ops {
+
+struct Kernels {
+  const char* name;
+  // y[t][r] = dot_seq(w[r][:], x[t][:]) for t < n_tok, r < rows (§5.2).
+  // w: [rows][cols]; x: [n_tok][cols]; y: [n_tok][rows].
+  void (*matmul)(const float* w, size_t rows, size_t cols,
+                 const float* x, size_t n_tok, float* y);
+};
+
+// §5.1 / §5.3 reference reductions.
+float DotSeq(const float* a, const float* b, size_t n);
+float SumSeq(const float* a, size_t n);
+
+// §8 RMSNorm: out[i] = (x[i] * inv) * weight[i]; out may alias x.
+void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out);
+// §9.3 softmax in place, first-occurrence max, division by the sum.
+void SoftmaxSeq(float* v, size_t n);
+// §10: out[i] = silu(gate[i]) * up[i]; out may alias gate.
+void SiluMul(const float* gate, const float* up, size_t n, float* out);
+// §5.4: h[i] = h[i] + d[i].
+void AddInPlace(float* h, const float* d, size_t n);
+// §11.2: first index of the maximum (strict >).
+uint32_t ArgmaxFirst(const float* v, size_t n);
+
+// §9.2-9.4 for one query head over n_keys cached rows:
+// scores[j] = dot_seq(q, k_j) * scale; softmax; out[d] = Σ_j scores[j]*v_j[d]
+// (sequential in j). k/v rows start at k/v and are `stride` floats apart.
+// scores: scratch of n_keys floats. out: [head_dim].
+void AttendHead(const float* q, const float* k, const float* v, size_t stride,
+                size_t n_keys, size_t head_dim, float scale, float* scores, float* out);
+
+// The plain scalar reference table.
+const Kernels& ScalarKernels();
+
+}  // namespace lockstep::ops

@@ -1,0 +1,105 @@
+#include "engine/ops/kernels.h"
+
+#include "engine/ops/pinned_math.h"
+
+namespace lockstep::ops {
+
+float DotSeq(const float* a, const float* b, size_t n) {
+  float acc = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    const float p = a[i] * b[i];
+    acc = acc + p;
+  }
+  return acc;
+}
+
+float SumSeq(const float* a, size_t n) {
+  float acc = 0.0f;
+  for (size_t i = 0; i < n; ++i) acc = acc + a[i];
+  return acc;
+}
+
+void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out) {
+  float ss = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    const float sq = x[i] * x[i];
+    ss = ss + sq;
+  }
+  const float mean = ss / static_cast<float>(n);
+  const float inv = Rsqrt(mean + eps);
+  for (size_t i = 0; i < n; ++i) {
+    const float scaled = x[i] * inv;
+    out[i] = scaled * weight[i];
+  }
+}
+
+void SoftmaxSeq(float* v, size_t n) {
+  if (n == 0) return;
+  float max_v = v[0];
+  for (size_t i = 1; i < n; ++i) {
+    if (v[i] > max_v) max_v = v[i];
+  }
+  for (size_t i = 0; i < n; ++i) v[i] = ExpPinned(v[i] - max_v);
+  const float denom = SumSeq(v, n);
+  for (size_t i = 0; i < n; ++i) v[i] = v[i] / denom;
+}
+
+void SiluMul(const float* gate, const float* up, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const float s = Silu(gate[i]);
+    out[i] = s * up[i];
+  }
+}
+
+void AddInPlace(float* h, const float* d, size_t n) {
+  for (size_t i = 0; i < n; ++i) h[i] = h[i] + d[i];
+}
+
+uint32_t ArgmaxFirst(const float* v, size_t n) {
+  size_t best = 0;
+  float best_val = n > 0 ? v[0] : 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    if (v[i] > best_val) {
+      best_val = v[i];
+      best = i;
+    }
+  }
+  return static_cast<uint32_t>(best);
+}
+
+void AttendHead(const float* q, const float* k, const float* v, size_t stride,
+                size_t n_keys, size_t head_dim, float scale, float* scores, float* out) {
+  for (size_t j = 0; j < n_keys; ++j) {
+    const float d = DotSeq(q, k + j * stride, head_dim);
+    scores[j] = d * scale;
+  }
+  SoftmaxSeq(scores, n_keys);
+  for (size_t d = 0; d < head_dim; ++d) {
+    float acc = 0.0f;
+    for (size_t j = 0; j < n_keys; ++j) {
+      const float p = scores[j] * v[j * stride + d];
+      acc = acc + p;
+    }
+    out[d] = acc;
+  }
+}
+
+namespace {
+
+void MatMulScalar(const float* w, size_t rows, size_t cols,
+                  const float* x, size_t n_tok, float* y) {
+  for (size_t t = 0; t < n_tok; ++t) {
+    for (size_t r = 0; r < rows; ++r) {
+      y[t * rows + r] = DotSeq(w + r * cols, x + t * cols, cols);
+    }
+  }
+}
+
+}  // namespace
+
+const Kernels& ScalarKernels() {
+  static const Kernels k{"scalar", &MatMulScalar};
+  return k;
+}
+
+}  // namespace lockstep::ops
