@@ -1,0 +1,165 @@
+#include "engine/io/model_config.h"
+
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "engine/io/json_util.h"
+#include "engine/io/sliding_window.h"
+
+namespace lockstep {
+namespace {
+
+using nlohmann::json;
+
+// Typed access to the top-level fields of one config object.
+class Fields {
+ public:
+  Fields(const json& root, const std::string& source) : root_(root), source_(source) {}
+
+  bool Has(const char* key) const {
+    return root_.contains(key) && !root_[key].is_null();
+  }
+  Status Error(const char* key, const std::string& what) const {
+    return InvalidError(source_ + ": field \"" + key + "\": " + what);
+  }
+  Status Unsupported(const char* key, const std::string& what) const {
+    return UnimplementedError(source_ + ": field \"" + key + "\": " + what);
+  }
+
+  // A JSON integer in [1, INT_MAX].
+  Result<int> PositiveInt(const char* key) const {
+    if (!Has(key)) return Error(key, "missing");
+    const json& v = root_[key];
+    if (!v.is_number_integer()) return Error(key, "is not an integer: " + v.dump());
+    if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 ||
+        v.get<uint64_t>() > INT_MAX) {
+      return Error(key, "must be in [1, " + std::to_string(INT_MAX) + "], got " + v.dump());
+    }
+    return static_cast<int>(v.get<uint64_t>());
+  }
+
+  // JSON number -> f64 -> f32 (one RNE rounding, §2.3); positive, finite.
+  Result<float> PositiveFloat(const char* key) const {
+    if (!Has(key)) return Error(key, "missing");
+    const json& v = root_[key];
+    if (!v.is_number()) return Error(key, "is not a number");
+    float f = static_cast<float>(v.get<double>());
+    if (!(f > 0.0f) || !std::isfinite(f)) {
+      return Error(key, "must be positive and finite as f32");
+    }
+    return f;
+  }
+
+  Result<bool> Bool(const char* key, bool if_absent) const {
+    if (!Has(key)) return if_absent;
+    if (!root_[key].is_boolean()) return Error(key, "is not true/false");
+    return root_[key].get<bool>();
+  }
+
+  Result<std::string> String(const char* key, const char* if_absent) const {
+    if (!Has(key)) return std::string(if_absent);
+    if (!root_[key].is_string()) return Error(key, "is not a string");
+    return root_[key].get<std::string>();
+  }
+
+  const json& root() const { return root_; }
+  const std::string& source() const { return source_; }
+
+ private:
+  const json& root_;
+  const std::string& source_;
+};
+
+Status ParseSizes(const Fields& f, ModelConfig& c) {
+  LOCKSTEP_ASSIGN_OR_RETURN(c.hidden_size, f.PositiveInt("hidden_size"));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.intermediate_size, f.PositiveInt("intermediate_size"));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.num_layers, f.PositiveInt("num_hidden_layers"));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.num_heads, f.PositiveInt("num_attention_heads"));
+  c.num_kv_heads = c.num_heads;
+  if (f.Has("num_key_value_heads")) {
+    LOCKSTEP_ASSIGN_OR_RETURN(c.num_kv_heads, f.PositiveInt("num_key_value_heads"));
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(c.vocab_size, f.PositiveInt("vocab_size"));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                            f.PositiveInt("max_position_embeddings"));
+  return Status::Ok();
+}
+
+Status ParseHeads(const Fields& f, ModelConfig& c) {
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return f.Error("num_key_value_heads",
+                   std::to_string(c.num_kv_heads) + " does not divide num_attention_heads " +
+                       std::to_string(c.num_heads));
+  }
+  if (f.Has("head_dim")) {
+    LOCKSTEP_ASSIGN_OR_RETURN(c.head_dim, f.PositiveInt("head_dim"));
+  } else if (c.hidden_size % c.num_heads != 0) {
+    return f.Error("num_attention_heads",
+                   std::to_string(c.num_heads) + " does not divide hidden_size " +
+                       std::to_string(c.hidden_size) + " and there is no head_dim");
+  } else {
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) {
+    return f.Error("head_dim", std::to_string(c.head_dim) + " is odd; RoPE needs pairs");
+  }
+  return Status::Ok();
+}
+
+// Features we compute exactly one way; anything else is refused.
+Status CheckSupported(const Fields& f) {
+  LOCKSTEP_ASSIGN_OR_RETURN(std::string act, f.String("hidden_act", "silu"));
+  if (act != "silu") return f.Unsupported("hidden_act", "\"" + act + "\" (only silu)");
+  LOCKSTEP_ASSIGN_OR_RETURN(bool interleaved, f.Bool("rope_interleaved", false));
+  if (interleaved) return f.Unsupported("rope_interleaved", "interleaved RoPE");
+  if (f.Has("rope_scaling")) {
+    return f.Unsupported("rope_scaling", f.root()["rope_scaling"].dump(-1, ' ', true));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> ParseModelConfig(std::string_view json_text,
+                                     const std::string& source_name) {
+  LOCKSTEP_ASSIGN_OR_RETURN(json root,
+                            ParseJsonStrict(json_text, source_name, ErrorKind::kInvalid));
+  if (!root.is_object()) return InvalidError(source_name + ": not a JSON object");
+  Fields f(root, source_name);
+  ModelConfig c;
+  LOCKSTEP_ASSIGN_OR_RETURN(c.model_type, f.String("model_type", ""));
+  LOCKSTEP_RETURN_IF_ERROR(CheckSupported(f));
+  LOCKSTEP_RETURN_IF_ERROR(ParseSizes(f, c));
+  LOCKSTEP_RETURN_IF_ERROR(ParseHeads(f, c));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.rms_norm_eps, f.PositiveFloat("rms_norm_eps"));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.rope_theta, f.PositiveFloat("rope_theta"));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.attention_bias, f.Bool("attention_bias", false));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.layer_window,
+                            ParseLayerWindows(root, c.num_layers, source_name));
+  return c;
+}
+
+Result<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int err = errno;
+    std::string msg = path + ": cannot open: " + std::strerror(err);
+    return err == ENOENT ? NotFoundError(msg) : IoError(msg);
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return IoError(path + ": read failed");
+  return text.str();
+}
+
+Result<ModelConfig> LoadModelConfig(const std::string& path) {
+  LOCKSTEP_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  return ParseModelConfig(text, path);
+}
+
+}  // namespace lockstep

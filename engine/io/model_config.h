@@ -1,0 +1,54 @@
+// ModelConfig: the architecture parameters of a Llama/Qwen2/Mistral-family
+// checkpoint, read from its Hugging Face config.json (CIS-2 §2.2).
+//
+// Parsing is strict about what changes the arithmetic: sizes must be
+// positive integers that divide as the architecture needs, floats are cast
+// exactly as §2.3 pins (JSON number -> f64 -> one RNE rounding to f32), and
+// any feature this runtime does not implement (another activation, RoPE
+// scaling, interleaved RoPE) is refused as Unimplemented rather than
+// ignored. Keys that do not affect the computation are ignored. Every error
+// names the file and the field. Plain data; thread-compatible.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace lockstep {
+
+struct ModelConfig {
+  std::string model_type;          // "llama", "qwen2", ... ("" if absent)
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_layers = 0;              // "num_hidden_layers"
+  int num_heads = 0;               // "num_attention_heads"
+  int num_kv_heads = 0;            // "num_key_value_heads" (default num_heads)
+  int head_dim = 0;                // "head_dim", else hidden_size / num_heads
+  int vocab_size = 0;
+  int max_position_embeddings = 0;
+  float rms_norm_eps = 0;          // (float)(double)json, §2.3
+  float rope_theta = 0;            // (float)(double)json
+  bool tie_word_embeddings = false;  // absent -> false (HF Llama/Qwen2 default)
+  bool attention_bias = false;     // informative; the loader decides by tensors
+  std::vector<int> layer_window;   // [num_layers]; 0 = full causal, else W
+
+  // Query heads per KV head (GQA group size, §9).
+  int group() const { return num_heads / num_kv_heads; }
+};
+
+// Parses config.json text; `source_name` prefixes every error message.
+// Invalid for missing/ill-typed/inconsistent fields, Unimplemented for
+// unsupported features (hidden_act other than silu, rope_interleaved true,
+// any rope_scaling, unknown layer_types entries).
+Result<ModelConfig> ParseModelConfig(std::string_view json_text,
+                                     const std::string& source_name);
+
+// Reads and parses the file; NotFound/Io name the path.
+Result<ModelConfig> LoadModelConfig(const std::string& path);
+
+// Reads a whole (small) file into a string; NotFound/Io name the path.
+Result<std::string> ReadTextFile(const std::string& path);
+
+}  // namespace lockstep
