@@ -1,0 +1,63 @@
+// Added (and special) tokens: strings from tokenizer.json's "added_tokens"
+// that are cut out of the input before pre-tokenization and emitted as one
+// id each, even with add_special_tokens=false (as the HF crate does).
+// Matching is leftmost-longest over the raw text, honouring single_word,
+// lstrip and rstrip. Immutable after construction; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep {
+
+struct AddedToken {
+  std::string content;  // non-empty
+  uint32_t id = 0;
+  bool single_word = false;
+  bool lstrip = false;
+  bool rstrip = false;
+  bool normalized = false;
+  bool special = false;
+};
+
+// One piece of the input: either plain text for the pre-tokenizer, or an
+// added token's id (text is then the matched span, including stripped
+// whitespace).
+struct TextSegment {
+  std::string_view text;
+  std::optional<uint32_t> token_id;
+};
+
+class AddedVocabulary {
+ public:
+  AddedVocabulary() = default;
+  // REQUIRES: contents non-empty and unique.
+  explicit AddedVocabulary(std::vector<AddedToken> tokens);
+
+  // Splits `text` into ordered segments covering it.
+  // REQUIRES: `text` is valid UTF-8. Views point into `text`.
+  std::vector<TextSegment> Split(std::string_view text) const;
+
+  const AddedToken* FindById(uint32_t id) const;
+  const std::vector<AddedToken>& tokens() const { return tokens_; }
+
+ private:
+  // Tokens matched in one pass, bucketed by first byte.
+  struct MatchSet {
+    std::vector<std::vector<uint32_t>> by_first_byte;  // [256] -> token index
+    bool empty = true;
+  };
+  const AddedToken* LongestAt(const MatchSet& set, std::string_view text,
+                              size_t pos) const;
+  void SplitWith(const MatchSet& set, std::string_view text,
+                 std::vector<TextSegment>* out) const;
+
+  std::vector<AddedToken> tokens_;
+  MatchSet raw_;         // normalized=false: matched on the raw input first
+  MatchSet normalized_;  // normalized=true: matched in what is left
+};
+
+}  // namespace lockstep
