@@ -1,0 +1,62 @@
+// The three artifact files of a model folder (CIS-2 §2.1) and their pins.
+//
+// A model folder holds config.json and model.safetensors (required) and
+// tokenizer.json (optional: a caller may run from token ids alone). Each
+// file is identified by its SHA-256; a ModelPins says which values are
+// expected — the built-in §2.1 pins for SmolLM2-135M, or a manifest file
+// for any other model — and VerifyPins refuses a folder that differs.
+//
+// When tokenizer.json is absent, ArtifactHashes::tokenizer is the SHA-256 of
+// the empty string (e3b0c442...b855), so a pinned tokenizer never verifies
+// against a folder without one. Plain data and stateless functions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/sha256.h"
+#include "base/status.h"
+
+namespace lockstep {
+
+struct ModelFiles {
+  std::string dir;
+  std::string weights_path;    // dir + "/model.safetensors"
+  std::string config_path;     // dir + "/config.json"
+  std::string tokenizer_path;  // dir + "/tokenizer.json", "" when absent
+  bool has_tokenizer = false;
+};
+
+// NotFound naming the missing path when `dir` is not a directory or either
+// required file is not a regular file.
+Result<ModelFiles> LocateModelFiles(const std::string& dir);
+
+struct ArtifactHashes {
+  Digest weights;    // sha256(model.safetensors)
+  Digest tokenizer;  // sha256(tokenizer.json), or sha256("") when absent
+  Digest config;     // sha256(config.json)
+};
+
+// Streams each file through SHA-256. NotFound/Io name the path.
+Result<ArtifactHashes> HashArtifacts(const ModelFiles& files);
+
+struct ModelPins {
+  std::optional<Digest> weights, tokenizer, config;  // nullopt = not pinned
+  std::string name;  // "smollm2-135m" or the manifest path, for messages
+};
+
+// Built-in pins by model name; "smollm2-135m" carries the three §2.1 hashes.
+std::optional<ModelPins> BuiltinPins(std::string_view name);
+
+// A manifest is a JSON object with optional keys weights_sha256,
+// tokenizer_sha256, config_sha256, each 64 hex digits. Any other key, a
+// non-string or malformed value is Invalid naming the path and key.
+Result<ModelPins> LoadManifest(const std::string& path);
+Result<ModelPins> ParseManifest(std::string_view json_text, const std::string& name);
+
+// Mismatch listing every pinned file whose hash differs, naming the file,
+// the expected and the actual hex. Ok when every pinned hash matches.
+Status VerifyPins(const ArtifactHashes& actual, const ModelPins& pins);
+
+}  // namespace lockstep
