@@ -1,14 +1,9 @@
 // SafetensorsWriter (declared in safetensors.h).
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
+#include "engine/io/atomic_file.h"
 #include "engine/io/safetensors.h"
 
 namespace lockstep {
@@ -20,11 +15,20 @@ uint64_t ExpectedBytes(DType dtype, const std::vector<int64_t>& shape) {
   return count * static_cast<uint64_t>(DTypeBits(dtype)) / 8;
 }
 
+// A JSON string literal; Invalid if `name` is not valid UTF-8.
+Result<std::string> Quoted(const std::string& name) {
+  try {
+    return nlohmann::json(name).dump();
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidError("tensor name is not valid UTF-8: " + std::string(e.what()));
+  }
+}
+
 // One header entry, in the key order Hugging Face writes.
-std::string EntryJson(const std::string& name, DType dtype,
+std::string EntryJson(const std::string& quoted_name, DType dtype,
                       const std::vector<int64_t>& shape, uint64_t begin,
                       uint64_t end) {
-  std::string s = nlohmann::json(name).dump() + ":{\"dtype\":\"" +
+  std::string s = quoted_name + ":{\"dtype\":\"" +
                   std::string(DTypeName(dtype)) + "\",\"shape\":[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i > 0) s += ",";
@@ -32,38 +36,6 @@ std::string EntryJson(const std::string& name, DType dtype,
   }
   return s + "],\"data_offsets\":[" + std::to_string(begin) + "," +
          std::to_string(end) + "]}";
-}
-
-Status WriteAll(int fd, const void* data, size_t size, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return IoError(path + ": write: " + std::strerror(errno));
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-// Writes `parts` in order to a fresh temp file beside `path`, then renames.
-Status WriteAtomically(const std::string& path,
-                       const std::vector<std::span<const uint8_t>>& parts) {
-  std::string tmp = path + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) return IoError(tmp + ": mkstemp: " + std::strerror(errno));
-  Status st;
-  for (const auto& part : parts) {
-    st = WriteAll(fd, part.data(), part.size(), tmp);
-    if (!st.ok()) break;
-  }
-  if (st.ok() && ::fchmod(fd, 0644) != 0) st = IoError(tmp + ": fchmod failed");
-  if (::close(fd) != 0 && st.ok()) st = IoError(tmp + ": close failed");
-  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    st = IoError(path + ": rename: " + std::strerror(errno));
-  }
-  if (!st.ok()) ::unlink(tmp.c_str());
-  return st;
 }
 
 }  // namespace
@@ -95,7 +67,8 @@ Result<std::string> SafetensorsWriter::Header() const {
       return InvalidError("tensor \"" + e->name +
                           "\": name reserved or data size does not match shape");
     }
-    header += "," + EntryJson(e->name, e->dtype, e->shape, offset,
+    LOCKSTEP_ASSIGN_OR_RETURN(std::string quoted, Quoted(e->name));
+    header += "," + EntryJson(quoted, e->dtype, e->shape, offset,
                               offset + e->data.size());
     offset += e->data.size();
     prev = e;
@@ -116,7 +89,7 @@ Status SafetensorsWriter::WriteFile(const std::string& path) const {
   parts.emplace_back(len, 8);
   parts.emplace_back(reinterpret_cast<const uint8_t*>(header->data()), n);
   for (const Entry* e : Sorted()) parts.emplace_back(e->data);
-  return WriteAtomically(path, parts);
+  return WriteFileAtomically(path, parts);
 }
 
 }  // namespace lockstep

@@ -1,0 +1,182 @@
+#include "engine/io/synthetic_model.h"
+
+#include <bit>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "engine/io/atomic_file.h"
+#include "engine/io/safetensors.h"
+
+namespace lockstep {
+namespace {
+
+uint64_t Fnv1a64(const std::string& s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001B3ull;
+  }
+  return h;
+}
+
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t state) : state_(state) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// Uniform in (-1, 1) from the top 24 bits of a 32-bit half.
+double Uniform(uint32_t half) {
+  return (static_cast<double>(half >> 8) + 0.5) / 8388608.0 - 1.0;
+}
+
+void PutBf16(std::vector<uint8_t>& out, size_t i, double v) {
+  uint16_t b = Bf16RoundNearestEven(static_cast<float>(v));
+  out[2 * i] = static_cast<uint8_t>(b & 0xFF);
+  out[2 * i + 1] = static_cast<uint8_t>(b >> 8);
+}
+
+// BF16 bytes of `count` values center + amplitude * u (header comment).
+std::vector<uint8_t> Values(const std::string& name, uint64_t seed,
+                            size_t count, double center, double amplitude) {
+  std::vector<uint8_t> out(2 * count);
+  SplitMix64 rng(seed ^ Fnv1a64(name));
+  for (size_t i = 0; i < count; i += 2) {
+    uint64_t r = rng.Next();
+    PutBf16(out, i, center + amplitude * Uniform(static_cast<uint32_t>(r)));
+    if (i + 1 < count) {
+      PutBf16(out, i + 1, center + amplitude * Uniform(static_cast<uint32_t>(r >> 32)));
+    }
+  }
+  return out;
+}
+
+// Adds tensors to a writer, seeding each from (seed, name).
+struct Builder {
+  SafetensorsWriter& w;
+  uint64_t seed;
+
+  void Linear(const std::string& name, int out, int in) {
+    Add(name, {out, in}, 0.0, std::sqrt(3.0 / in));
+  }
+  void Norm(const std::string& name, int n) { Add(name, {n}, 1.0, 0.2); }
+  void Bias(const std::string& name, int n) { Add(name, {n}, 0.0, 0.1 * std::sqrt(3.0)); }
+  void Add(const std::string& name, std::vector<int64_t> shape, double center,
+           double amplitude) {
+    size_t count = 1;
+    for (int64_t d : shape) count *= static_cast<size_t>(d);
+    w.Add(name, DType::kBF16, std::move(shape),
+          Values(name, seed, count, center, amplitude));
+  }
+};
+
+void AddLayer(Builder& b, const ModelConfig& c, int i, bool with_bias) {
+  const std::string p = "model.layers." + std::to_string(i) + ".";
+  const int q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  b.Norm(p + "input_layernorm.weight", c.hidden_size);
+  b.Norm(p + "post_attention_layernorm.weight", c.hidden_size);
+  b.Linear(p + "self_attn.q_proj.weight", q_dim, c.hidden_size);
+  b.Linear(p + "self_attn.k_proj.weight", kv_dim, c.hidden_size);
+  b.Linear(p + "self_attn.v_proj.weight", kv_dim, c.hidden_size);
+  b.Linear(p + "self_attn.o_proj.weight", c.hidden_size, q_dim);
+  b.Linear(p + "mlp.gate_proj.weight", c.intermediate_size, c.hidden_size);
+  b.Linear(p + "mlp.up_proj.weight", c.intermediate_size, c.hidden_size);
+  b.Linear(p + "mlp.down_proj.weight", c.hidden_size, c.intermediate_size);
+  if (with_bias) {
+    b.Bias(p + "self_attn.q_proj.bias", q_dim);
+    b.Bias(p + "self_attn.k_proj.bias", kv_dim);
+    b.Bias(p + "self_attn.v_proj.bias", kv_dim);
+  }
+}
+
+}  // namespace
+
+SyntheticShape SmolLM2Shape() {
+  SyntheticShape s;
+  s.hidden = 576;
+  s.layers = 30;
+  s.heads = 9;
+  s.kv_heads = 3;
+  s.inter = 1536;
+  s.vocab = 49152;
+  s.theta = 1e5;
+  return s;
+}
+
+uint16_t Bf16RoundNearestEven(float f) {
+  uint32_t bits = std::bit_cast<uint32_t>(f);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+std::string SyntheticConfigJson(const SyntheticShape& s) {
+  nlohmann::json j = {
+      {"architectures", {s.bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+      {"attention_bias", s.bias},
+      {"attention_dropout", 0.0},
+      {"bos_token_id", 0},
+      {"eos_token_id", 0},
+      {"hidden_act", "silu"},
+      {"hidden_size", s.hidden},
+      {"intermediate_size", s.inter},
+      {"max_position_embeddings", 8192},
+      {"model_type", s.bias ? "qwen2" : "llama"},
+      {"num_attention_heads", s.heads},
+      {"num_hidden_layers", s.layers},
+      {"num_key_value_heads", s.kv_heads},
+      {"rms_norm_eps", 1e-05},
+      {"rope_interleaved", false},
+      {"rope_scaling", nullptr},
+      {"rope_theta", s.theta},
+      {"tie_word_embeddings", !s.untied},
+      {"torch_dtype", "bfloat16"},
+      {"vocab_size", s.vocab},
+  };
+  return j.dump(2) + "\n";
+}
+
+Status WriteSyntheticWeights(const std::string& safetensors_path,
+                             const ModelConfig& cfg, bool with_bias,
+                             uint64_t seed) {
+  SafetensorsWriter w;
+  Builder b{w, seed};
+  const double embed_amplitude = std::sqrt(3.0 / cfg.hidden_size);
+  b.Add("model.embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}, 0.0,
+        embed_amplitude);
+  for (int i = 0; i < cfg.num_layers; ++i) AddLayer(b, cfg, i, with_bias);
+  b.Norm("model.norm.weight", cfg.hidden_size);
+  if (!cfg.tie_word_embeddings) {
+    b.Add("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}, 0.0, embed_amplitude);
+  }
+  return w.WriteFile(safetensors_path);
+}
+
+Status WriteSyntheticModel(const std::string& dir, const SyntheticShape& shape,
+                           uint64_t seed, const std::string& config_override_path) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return IoError(dir + ": cannot create directory: " + ec.message());
+  std::string text = SyntheticConfigJson(shape);
+  std::string source = dir + "/config.json";
+  if (!config_override_path.empty()) {
+    LOCKSTEP_ASSIGN_OR_RETURN(text, ReadTextFile(config_override_path));
+    source = config_override_path;
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(ModelConfig cfg, ParseModelConfig(text, source));
+  bool with_bias = config_override_path.empty() ? shape.bias : cfg.attention_bias;
+  LOCKSTEP_RETURN_IF_ERROR(WriteFileAtomically(dir + "/config.json", text));
+  return WriteSyntheticWeights(dir + "/model.safetensors", cfg, with_bias, seed);
+}
+
+}  // namespace lockstep

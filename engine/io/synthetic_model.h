@@ -1,0 +1,60 @@
+// Seeded synthetic checkpoints in the real formats (HF config.json and a BF16
+// model.safetensors with every CIS-2 §2.5 tensor), for tests and benchmarks
+// that need a model of a given shape without downloading one.
+//
+// Values (all deterministic, same seed -> identical bytes on every host):
+//  - each tensor has its own stream: state = seed ^ FNV-1a-64(tensor name),
+//    advanced by splitmix64 (state += 0x9E3779B97F4A7C15, then the
+//    splitmix64 finaliser); so layer i's tensors do not depend on the other
+//    layers, the shape of other tensors, or their order;
+//  - each 64-bit output gives two elements, low 32 bits first; an element
+//    takes the top 24 bits r of its half: u = (r + 0.5) / 2^23 - 1, uniform
+//    in (-1, 1), then v = center + amplitude * u in f64, rounded to f32,
+//    then to bf16 with round-to-nearest-even (Bf16RoundNearestEven);
+//  - linear weights [out, in]: center 0, amplitude sqrt(3 / in), i.e.
+//    standard deviation 1/sqrt(fan_in); embed_tokens and lm_head: sqrt(3 /
+//    hidden); RMSNorm weights: 1 + 0.2 u; biases: standard deviation 0.1.
+// Stateless functions: thread-safe for distinct output paths.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "engine/io/model_config.h"
+
+namespace lockstep {
+
+struct SyntheticShape {
+  int hidden = 64, layers = 2, heads = 4, kv_heads = 2, inter = 128, vocab = 512;
+  double theta = 100000;
+  bool bias = false;    // q/k/v_proj.bias, config model_type "qwen2"
+  bool untied = false;  // tie_word_embeddings false, separate lm_head.weight
+};
+
+// SmolLM2-135M's shape: 576 hidden, 30 layers, 9/3 heads, 1536, 49152,
+// theta 1e5, tied, no bias.
+SyntheticShape SmolLM2Shape();
+
+// An HF-style config.json (2-space indent, sorted keys, final newline).
+// REQUIRES: heads divides hidden.
+std::string SyntheticConfigJson(const SyntheticShape& shape);
+
+// f32 -> bf16 bits, round to nearest, ties to even; NaN stays NaN (quiet).
+uint16_t Bf16RoundNearestEven(float f);
+
+// Writes every §2.5 tensor for `cfg` (plus self_attn.{q,k,v}_proj.bias when
+// `with_bias`, plus lm_head.weight when !cfg.tie_word_embeddings) as BF16.
+Status WriteSyntheticWeights(const std::string& safetensors_path,
+                             const ModelConfig& cfg, bool with_bias,
+                             uint64_t seed);
+
+// Creates `dir` and writes config.json and model.safetensors there.
+// config.json is SyntheticConfigJson(shape), or, when config_override_path
+// is not empty, a byte-exact copy of that file — then the shape and the
+// bias choice come from that config (its attention_bias). tokenizer.json
+// is not written.
+Status WriteSyntheticModel(const std::string& dir, const SyntheticShape& shape,
+                           uint64_t seed, const std::string& config_override_path);
+
+}  // namespace lockstep

@@ -1,0 +1,256 @@
+#include "engine/io/synthetic_model.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "base/sha256.h"
+#include "engine/io/safetensors.h"
+#include "tests/io/test_util.h"
+
+namespace lockstep {
+namespace {
+
+using testing::ScratchDir;
+using testing::SharedPath;
+
+std::string Hash(const std::string& path) { return ToHex(*Sha256File(path)); }
+
+SafetensorsFile MustOpen(const std::string& path) {
+  auto f = SafetensorsFile::Open(path);
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  return std::move(f).value();
+}
+
+// Every tensor §2.5 (plus bias / lm_head) promises, with its shape.
+std::vector<std::pair<std::string, std::vector<int64_t>>> Expected(
+    const ModelConfig& c, bool bias) {
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim,
+                kv = c.num_kv_heads * c.head_dim, in = c.intermediate_size;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> e = {
+      {"model.embed_tokens.weight", {c.vocab_size, h}}, {"model.norm.weight", {h}}};
+  if (!c.tie_word_embeddings) e.push_back({"lm_head.weight", {c.vocab_size, h}});
+  for (int i = 0; i < c.num_layers; ++i) {
+    std::string p = "model.layers." + std::to_string(i) + ".";
+    e.push_back({p + "input_layernorm.weight", {h}});
+    e.push_back({p + "post_attention_layernorm.weight", {h}});
+    e.push_back({p + "self_attn.q_proj.weight", {q, h}});
+    e.push_back({p + "self_attn.k_proj.weight", {kv, h}});
+    e.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    e.push_back({p + "self_attn.o_proj.weight", {h, q}});
+    e.push_back({p + "mlp.gate_proj.weight", {in, h}});
+    e.push_back({p + "mlp.up_proj.weight", {in, h}});
+    e.push_back({p + "mlp.down_proj.weight", {h, in}});
+    if (bias) {
+      e.push_back({p + "self_attn.q_proj.bias", {q}});
+      e.push_back({p + "self_attn.k_proj.bias", {kv}});
+      e.push_back({p + "self_attn.v_proj.bias", {kv}});
+    }
+  }
+  return e;
+}
+
+void ExpectTensors(const std::string& dir, bool bias) {
+  auto cfg = LoadModelConfig(dir + "/config.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  SafetensorsFile f = MustOpen(dir + "/model.safetensors");
+  auto expected = Expected(*cfg, bias);
+  EXPECT_EQ(f.tensors().size(), expected.size());
+  for (const auto& [name, shape] : expected) {
+    const TensorInfo* t = f.Find(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->dtype, DType::kBF16) << name;
+    EXPECT_EQ(t->shape, shape) << name;
+  }
+}
+
+TEST(SyntheticModelTest, Bf16RoundNearestEven) {
+  auto r = [](uint32_t bits) { return Bf16RoundNearestEven(std::bit_cast<float>(bits)); };
+  EXPECT_EQ(r(0x3F800000), 0x3F80);  // 1.0 exact
+  EXPECT_EQ(r(0x3F808000), 0x3F80);  // tie, even stays
+  EXPECT_EQ(r(0x3F818000), 0x3F82);  // tie, odd rounds up
+  EXPECT_EQ(r(0x3F808001), 0x3F81);  // above half
+  EXPECT_EQ(r(0x3F807FFF), 0x3F80);  // below half
+  EXPECT_EQ(r(0xBF818000), 0xBF82);  // sign symmetric
+  EXPECT_EQ(r(0x80000000), 0x8000);  // -0
+  EXPECT_EQ(r(0x7F7FFFFF), 0x7F80);  // max finite rounds to inf
+  EXPECT_EQ(r(0x7F800000), 0x7F80);  // inf
+  EXPECT_EQ(r(0x00008000), 0x0000);  // subnormal tie to even zero
+  uint16_t nan = r(0x7F800001);      // NaN whose payload is in the low bits
+  EXPECT_EQ(nan & 0x7F80, 0x7F80);
+  EXPECT_NE(nan & 0x007F, 0);
+}
+
+TEST(SyntheticModelTest, ConfigJsonParsesBack) {
+  SyntheticShape s;
+  s.bias = true;
+  s.untied = true;
+  s.theta = 1e6;
+  auto c = ParseModelConfig(SyntheticConfigJson(s), "synthetic");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->model_type, "qwen2");
+  EXPECT_EQ(c->hidden_size, 64);
+  EXPECT_EQ(c->num_layers, 2);
+  EXPECT_EQ(c->num_heads, 4);
+  EXPECT_EQ(c->num_kv_heads, 2);
+  EXPECT_EQ(c->intermediate_size, 128);
+  EXPECT_EQ(c->vocab_size, 512);
+  EXPECT_EQ(c->rope_theta, 1e6f);
+  EXPECT_EQ(std::bit_cast<uint32_t>(c->rms_norm_eps), 0x3727C5ACu);
+  EXPECT_TRUE(c->attention_bias);
+  EXPECT_FALSE(c->tie_word_embeddings);
+  EXPECT_EQ(SyntheticConfigJson(s).back(), '\n');
+}
+
+TEST(SyntheticModelTest, SmolLM2ShapeMatchesTheRealConfig) {
+  std::string path = SharedPath("fixtures/smollm2-135m/config.json");
+  if (!testing::Exists(path)) GTEST_SKIP() << "fixture absent: " << path;
+  auto real = LoadModelConfig(path);
+  auto syn = ParseModelConfig(SyntheticConfigJson(SmolLM2Shape()), "synthetic");
+  ASSERT_TRUE(real.ok() && syn.ok());
+  EXPECT_EQ(syn->model_type, real->model_type);
+  EXPECT_EQ(syn->hidden_size, real->hidden_size);
+  EXPECT_EQ(syn->intermediate_size, real->intermediate_size);
+  EXPECT_EQ(syn->num_layers, real->num_layers);
+  EXPECT_EQ(syn->num_heads, real->num_heads);
+  EXPECT_EQ(syn->num_kv_heads, real->num_kv_heads);
+  EXPECT_EQ(syn->head_dim, real->head_dim);
+  EXPECT_EQ(syn->vocab_size, real->vocab_size);
+  EXPECT_EQ(syn->max_position_embeddings, real->max_position_embeddings);
+  EXPECT_EQ(std::bit_cast<uint32_t>(syn->rms_norm_eps), std::bit_cast<uint32_t>(real->rms_norm_eps));
+  EXPECT_EQ(std::bit_cast<uint32_t>(syn->rope_theta), std::bit_cast<uint32_t>(real->rope_theta));
+  EXPECT_EQ(syn->tie_word_embeddings, real->tie_word_embeddings);
+  EXPECT_EQ(syn->attention_bias, real->attention_bias);
+}
+
+TEST(SyntheticModelTest, WritesEveryTensorWithItsShape) {
+  std::string root = ScratchDir();
+  SyntheticShape plain;
+  ASSERT_TRUE(WriteSyntheticModel(root + "/plain", plain, 1, "").ok());
+  ExpectTensors(root + "/plain", false);
+  EXPECT_FALSE(testing::Exists(root + "/plain/tokenizer.json"));
+  SyntheticShape qwen;
+  qwen.bias = true;
+  qwen.untied = true;
+  qwen.layers = 3;
+  ASSERT_TRUE(WriteSyntheticModel(root + "/qwen", qwen, 1, "").ok());
+  ExpectTensors(root + "/qwen", true);
+}
+
+TEST(SyntheticModelTest, SameSeedSameBytesOtherSeedOtherBytes) {
+  std::string root = ScratchDir();
+  SyntheticShape s;
+  ASSERT_TRUE(WriteSyntheticModel(root + "/a", s, 42, "").ok());
+  ASSERT_TRUE(WriteSyntheticModel(root + "/b", s, 42, "").ok());
+  ASSERT_TRUE(WriteSyntheticModel(root + "/c", s, 43, "").ok());
+  EXPECT_EQ(Hash(root + "/a/model.safetensors"), Hash(root + "/b/model.safetensors"));
+  EXPECT_EQ(Hash(root + "/a/config.json"), Hash(root + "/b/config.json"));
+  EXPECT_NE(Hash(root + "/a/model.safetensors"), Hash(root + "/c/model.safetensors"));
+  EXPECT_EQ(Hash(root + "/a/config.json"), Hash(root + "/c/config.json"));
+}
+
+TEST(SyntheticModelTest, LayersAreSeededIndependently) {
+  std::string root = ScratchDir();
+  SyntheticShape two, three;
+  three.layers = 3;
+  ASSERT_TRUE(WriteSyntheticModel(root + "/two", two, 7, "").ok());
+  ASSERT_TRUE(WriteSyntheticModel(root + "/three", three, 7, "").ok());
+  SafetensorsFile a = MustOpen(root + "/two/model.safetensors");
+  SafetensorsFile b = MustOpen(root + "/three/model.safetensors");
+  for (const TensorInfo& t : a.tensors()) {
+    auto x = a.Bytes(t);
+    auto y = b.Bytes(*b.Find(t.name));
+    EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << t.name;
+  }
+  // ... while two tensors of the same shape differ.
+  auto q0 = a.Bytes(*a.Find("model.layers.0.self_attn.q_proj.weight"));
+  auto q1 = a.Bytes(*a.Find("model.layers.1.self_attn.q_proj.weight"));
+  EXPECT_FALSE(std::equal(q0.begin(), q0.end(), q1.begin(), q1.end()));
+}
+
+// Mean and standard deviation of a tensor's f32 values.
+std::pair<double, double> Stats(const SafetensorsFile& f, const std::string& name) {
+  const TensorInfo* t = f.Find(name);
+  auto v = f.ReadF32(name, t->shape);
+  double sum = 0, sq = 0;
+  for (float x : *v) sum += x;
+  double mean = sum / v->size();
+  for (float x : *v) sq += (x - mean) * (x - mean);
+  return {mean, std::sqrt(sq / v->size())};
+}
+
+TEST(SyntheticModelTest, ValueScalesAreAsDocumented) {
+  std::string dir = ScratchDir();
+  SyntheticShape s;
+  s.bias = true;
+  ASSERT_TRUE(WriteSyntheticModel(dir, s, 5, "").ok());
+  SafetensorsFile f = MustOpen(dir + "/model.safetensors");
+  auto [m_up, sd_up] = Stats(f, "model.layers.0.mlp.up_proj.weight");  // fan_in 64
+  EXPECT_NEAR(m_up, 0.0, 0.01);
+  EXPECT_NEAR(sd_up, 1.0 / 8, 0.01);
+  auto [m_down, sd_down] = Stats(f, "model.layers.0.mlp.down_proj.weight");  // fan_in 128
+  EXPECT_NEAR(sd_down, 1.0 / std::sqrt(128.0), 0.01);
+  auto [m_norm, sd_norm] = Stats(f, "model.layers.1.input_layernorm.weight");
+  EXPECT_NEAR(m_norm, 1.0, 0.05);
+  EXPECT_GT(sd_norm, 0.05);
+  EXPECT_LT(sd_norm, 0.2);
+  auto [m_b, sd_b] = Stats(f, "model.layers.0.self_attn.q_proj.bias");
+  EXPECT_NEAR(sd_b, 0.1, 0.03);
+  // The generator really varies (not a constant, not a handful of values).
+  const TensorInfo* e = f.Find("model.embed_tokens.weight");
+  auto v = f.ReadF32(e->name, e->shape);
+  std::set<float> distinct(v->begin(), v->end());
+  EXPECT_GT(distinct.size(), 1000u);
+}
+
+TEST(SyntheticModelTest, ConfigOverrideIsCopiedByteExact) {
+  std::string cfg = SharedPath("fixtures/conformance/tiny-qwen/config.json");
+  if (!testing::Exists(cfg)) GTEST_SKIP() << "fixture absent: " << cfg;
+  std::string dir = ScratchDir() + "/m";
+  SyntheticShape ignored;
+  ignored.hidden = 8;
+  ASSERT_TRUE(WriteSyntheticModel(dir, ignored, 3, cfg).ok());
+  EXPECT_EQ(Hash(dir + "/config.json"), Hash(cfg));
+  ExpectTensors(dir, false);  // tiny-qwen's config has no attention_bias
+  SafetensorsFile f = MustOpen(dir + "/model.safetensors");
+  EXPECT_EQ(f.Find("lm_head.weight")->shape, (std::vector<int64_t>{600, 64}));
+}
+
+TEST(SyntheticModelTest, ConfigOverrideWithAttentionBias) {
+  std::string root = ScratchDir();
+  SyntheticShape s;
+  s.bias = true;
+  std::string cfg = root + "/cfg.json";
+  {
+    std::ofstream(cfg) << SyntheticConfigJson(s);
+  }
+  ASSERT_TRUE(WriteSyntheticModel(root + "/m", SyntheticShape{}, 3, cfg).ok());
+  ExpectTensors(root + "/m", true);
+}
+
+TEST(SyntheticModelTest, BadOverrideIsReported) {
+  std::string root = ScratchDir();
+  Status st = WriteSyntheticModel(root + "/m", SyntheticShape{}, 1, root + "/absent.json");
+  EXPECT_EQ(st.kind(), ErrorKind::kNotFound);
+  std::ofstream(root + "/bad.json") << "{\"hidden_size\": 64}";
+  st = WriteSyntheticModel(root + "/m2", SyntheticShape{}, 1, root + "/bad.json");
+  EXPECT_EQ(st.kind(), ErrorKind::kInvalid);
+  EXPECT_NE(st.message().find("bad.json"), std::string::npos) << st.message();
+}
+
+TEST(SyntheticModelTest, SmolLM2SizedCheckpointHasThe272Tensors) {
+  std::string dir = ScratchDir();
+  ASSERT_TRUE(WriteSyntheticModel(dir, SmolLM2Shape(), 1, "").ok());
+  SafetensorsFile f = MustOpen(dir + "/model.safetensors");
+  EXPECT_EQ(f.tensors().size(), 272u);  // §2.5
+  EXPECT_EQ(f.Find("lm_head.weight"), nullptr);
+  ExpectTensors(dir, false);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace lockstep
