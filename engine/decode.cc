@@ -1,0 +1,78 @@
+#include "engine/decode.h"
+
+#include <charconv>
+
+#include "engine/ops/kernels.h"
+
+namespace lockstep {
+namespace {
+
+bool ParseU32(std::string_view s, uint32_t* out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+Status ApplyEvictions(StepBackend& backend, const DecodeRequest& req, uint32_t step) {
+  for (const EvictSpec& e : req.evictions) {
+    if (e.step != step) continue;
+    Status st = backend.Evict(e.from, e.count);
+    if (!st.ok()) {
+      return st.WithContext("--evict " + std::to_string(e.from) + ":" + std::to_string(e.count) +
+                            "@" + std::to_string(e.step));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<EvictSpec> ParseEvictSpec(const std::string& text) {
+  const size_t colon = text.find(':'), at = text.find('@');
+  EvictSpec e;
+  if (colon == std::string::npos || at == std::string::npos || at < colon ||
+      !ParseU32(std::string_view(text).substr(0, colon), &e.from) ||
+      !ParseU32(std::string_view(text).substr(colon + 1, at - colon - 1), &e.count) ||
+      !ParseU32(std::string_view(text).substr(at + 1), &e.step)) {
+    return InvalidError("--evict expects FROM:COUNT@STEP with non-negative integers, got '" +
+                        text + "'");
+  }
+  if (e.count == 0) return InvalidError("--evict " + text + ": COUNT must be at least 1");
+  return e;
+}
+
+Status ValidateDecodeRequest(const DecodeRequest& req) {
+  if (req.prompt.empty()) return InvalidError("the prompt has no tokens");
+  for (const EvictSpec& e : req.evictions) {
+    if (e.step >= req.gen) {
+      return InvalidError("--evict at step " + std::to_string(e.step) +
+                          " never happens: only " + std::to_string(req.gen) + " steps run");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,
+                               const WitnessSeed& seed) {
+  LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req));
+  DecodeResult out;
+  out.prompt = req.prompt;
+  WitnessChain chain(seed, req.prompt);
+  std::vector<float> logits;
+  if (req.gen > 0) LOCKSTEP_RETURN_IF_ERROR(backend.Feed(req.prompt, &logits));
+  for (uint32_t step = 0; step < req.gen; ++step) {
+    const uint32_t token = ops::ArgmaxFirst(logits.data(), logits.size());  // §11.2
+    chain.AddStep(logits, token);                                           // §12.1 item 7
+    out.generated.push_back(token);
+    LOCKSTEP_RETURN_IF_ERROR(ApplyEvictions(backend, req, step));
+    if (step + 1 < req.gen) {
+      const uint32_t one[1] = {token};
+      LOCKSTEP_RETURN_IF_ERROR(backend.Feed(one, &logits));
+    }
+  }
+  out.cis2_ref = chain.Finalize();
+  out.argmax_digest = ArgmaxDigest(out.prompt, out.generated);
+  return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,32 @@
+#include "engine/local_backend.h"
+
+#include <cassert>
+
+namespace lockstep {
+
+LocalBackend::LocalBackend(const Stage& stage) : stage_(stage), cache_(stage.NewCache()) {
+  assert(stage.spec().first && stage.spec().last);
+}
+
+LocalBackend::LocalBackend(const Stage& stage, KvCache cache)
+    : stage_(stage), cache_(std::move(cache)) {}
+
+Status LocalBackend::Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) {
+  if (tokens.empty()) return InvalidError("no tokens to feed");
+  LOCKSTEP_RETURN_IF_ERROR(stage_.Embed(tokens, &hidden_));
+  const int64_t first_pos = static_cast<int64_t>(cache_.size());
+  LOCKSTEP_RETURN_IF_ERROR(stage_.Forward(hidden_, first_pos, cache_));
+  logits->resize(stage_.vocab());
+  const size_t h = stage_.hidden();
+  stage_.Logits(std::span<const float>(hidden_.data() + (tokens.size() - 1) * h, h), *logits);
+  return Status::Ok();
+}
+
+Status LocalBackend::Evict(uint32_t from, uint32_t count) { return cache_.Evict(from, count); }
+
+Status LocalBackend::SetWindow(int window) {
+  for (int l = cache_.lo(); l < cache_.hi(); ++l) LOCKSTEP_RETURN_IF_ERROR(cache_.SetWindow(l, window));
+  return Status::Ok();
+}
+
+}  // namespace lockstep

@@ -1,0 +1,32 @@
+// LocalBackend: a StepBackend that runs one in-process Stage holding every
+// layer (a monolithic run) over its own KvCache.
+// `stage` must outlive the backend. Thread-compatible.
+#pragma once
+
+#include "engine/decode.h"
+#include "engine/kv_cache.h"
+#include "engine/stage.h"
+
+namespace lockstep {
+
+class LocalBackend final : public StepBackend {
+ public:
+  // REQUIRES: stage.spec() is first and last.
+  explicit LocalBackend(const Stage& stage);
+  LocalBackend(const Stage& stage, KvCache cache);  // resume from a cloned prefix
+
+  Status Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) override;
+  Status Evict(uint32_t from, uint32_t count) override;
+  uint32_t CacheLength() const override { return static_cast<uint32_t>(cache_.size()); }
+
+  // Overrides the window of every layer (`--window W`); Invalid for W < 0.
+  Status SetWindow(int window);
+  KvCache& cache() { return cache_; }
+
+ private:
+  const Stage& stage_;
+  KvCache cache_;
+  std::vector<float> hidden_;  // [n][hidden]
+};
+
+}  // namespace lockstep

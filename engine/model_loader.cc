@@ -1,0 +1,44 @@
+#include "engine/model_loader.h"
+
+#include "engine/ops/pinned_math.h"
+#include "engine/ops/rope.h"
+
+namespace lockstep {
+
+WitnessSeed OpenModel::Seed() const {
+  return WitnessSeed{hashes.weights, hashes.tokenizer, hashes.config, table_digest,
+                     inv_freq_table_digest};
+}
+
+Status CheckSupported(const ModelConfig& c) {
+  if (c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 1024) {
+    return UnimplementedError("head_dim " + std::to_string(c.head_dim) +
+                              " is not supported (even, at most 1024)");
+  }
+  if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0) {
+    return InvalidError("num_attention_heads must be a multiple of num_key_value_heads");
+  }
+  return Status::Ok();
+}
+
+Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins) {
+  OpenModel m;
+  LOCKSTEP_ASSIGN_OR_RETURN(m.files, LocateModelFiles(dir));
+  LOCKSTEP_ASSIGN_OR_RETURN(m.hashes, HashArtifacts(m.files));
+  LOCKSTEP_RETURN_IF_ERROR(VerifyPins(m.hashes, pins));
+  LOCKSTEP_ASSIGN_OR_RETURN(m.config, LoadModelConfig(m.files.config_path));
+  LOCKSTEP_RETURN_IF_ERROR(CheckSupported(m.config).WithContext(m.files.config_path));
+  LOCKSTEP_ASSIGN_OR_RETURN(SafetensorsFile st, SafetensorsFile::Open(m.files.weights_path));
+  m.weights = std::make_unique<SafetensorsFile>(std::move(st));
+  m.table_digest = ops::TableDigest();
+  m.inv_freq_table_digest = ops::InvFreqDigest(ops::InvFreq(m.config.rope_theta, m.config.head_dim));
+  return m;
+}
+
+Result<std::unique_ptr<Stage>> LoadStage(const OpenModel& model, const StageSpec& spec,
+                                         const ops::Kernels& kernels) {
+  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights w, LoadStageWeights(*model.weights, model.config, spec));
+  return std::make_unique<Stage>(model.config, std::move(w), kernels);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,67 @@
+// Weights of one pipeline stage: the layers [lo, hi) of a model, plus the
+// embedding table when the stage is first (or when it is last and the head
+// is tied), plus the final norm and LM head when it is last.
+//
+// Loaded from a safetensors file and widened to f32 at load (CIS-2 §4.2);
+// only the tensors the stage needs are read, so resident memory scales
+// with the stage's share of the model. Immutable after load; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/io/model_config.h"
+#include "engine/io/safetensors.h"
+
+namespace lockstep {
+
+// Which part of the model a stage runs.
+struct StageSpec {
+  int lo = 0;          // first layer, absolute index
+  int hi = 0;          // one past the last layer
+  bool first = false;  // embeds token ids
+  bool last = false;   // final norm + LM head
+};
+
+// A row-major [rows][cols] f32 matrix (a linear layer's weight, §2.5).
+struct WeightMatrix {
+  size_t rows = 0;
+  size_t cols = 0;
+  std::vector<float> data;  // [rows][cols]
+  const float* row(size_t r) const { return data.data() + r * cols; }
+};
+
+struct LayerWeights {
+  std::vector<float> input_norm;  // [hidden]
+  WeightMatrix q_proj;            // [heads*head_dim][hidden]
+  WeightMatrix k_proj;            // [kv_heads*head_dim][hidden]
+  WeightMatrix v_proj;            // [kv_heads*head_dim][hidden]
+  std::vector<float> q_bias;      // [heads*head_dim] or empty (§9.1)
+  std::vector<float> k_bias;      // [kv_heads*head_dim] or empty
+  std::vector<float> v_bias;      // [kv_heads*head_dim] or empty
+  WeightMatrix o_proj;            // [hidden][heads*head_dim]
+  std::vector<float> post_norm;   // [hidden]
+  WeightMatrix gate_proj;         // [inter][hidden]
+  WeightMatrix up_proj;           // [inter][hidden]
+  WeightMatrix down_proj;         // [hidden][inter]
+};
+
+struct StageWeights {
+  StageSpec spec;
+  WeightMatrix embed;               // [vocab][hidden]; empty unless needed
+  std::vector<LayerWeights> layers; // [hi - lo]
+  std::vector<float> final_norm;    // [hidden] when last
+  WeightMatrix lm_head;             // [vocab][hidden] when last and untied
+  // The LM head matrix (§11.1): lm_head if untied, else the embedding.
+  const WeightMatrix& head() const { return lm_head.rows ? lm_head : embed; }
+};
+
+// REQUIRES: spec validated against cfg (0 <= lo <= hi <= num_layers).
+Result<StageWeights> LoadStageWeights(const SafetensorsFile& file, const ModelConfig& cfg,
+                                      const StageSpec& spec);
+
+// Checks a spec against a config; Invalid error naming the bad field.
+Status ValidateStageSpec(const ModelConfig& cfg, const StageSpec& spec);
+
+}  // namespace lockstep
