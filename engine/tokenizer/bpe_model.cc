@@ -84,7 +84,7 @@ Result<BpeModel> BpeModel::Build(
 }
 
 std::optional<uint32_t> BpeModel::TokenToId(std::string_view token) const {
-  auto it = token_to_id_.find(std::string(token));
+  auto it = token_to_id_.find(token);
   if (it == token_to_id_.end()) return std::nullopt;
   return it->second;
 }

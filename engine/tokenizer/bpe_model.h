@@ -23,6 +23,12 @@ struct BpeOptions {
   bool ignore_merges = false;
 };
 
+// Hash for heterogeneous (string_view) lookups in string-keyed maps.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 // Per-call memo of word -> ids; not shared between threads.
 using WordCache = std::unordered_map<std::string, std::vector<uint32_t>>;
 
@@ -62,7 +68,7 @@ class BpeModel {
   void MergeAll(std::vector<uint32_t>* ids) const;
   void InitialSymbols(std::string_view word, std::vector<uint32_t>* ids) const;
 
-  std::unordered_map<std::string, uint32_t> token_to_id_;
+  std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> token_to_id_;
   std::vector<std::string> id_to_token_;  // [id_bound]; empty at unused ids
   std::vector<bool> id_used_;             // [id_bound]
   std::unordered_map<uint64_t, MergeInfo> merges_;

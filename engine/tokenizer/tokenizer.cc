@@ -1,7 +1,6 @@
 #include "engine/tokenizer/tokenizer.h"
 
 #include <fstream>
-#include <sstream>
 
 #include <unicode/unistr.h>
 
@@ -185,12 +184,14 @@ Result<Tokenizer> Tokenizer::FromJson(std::string_view json_text, const std::str
 }
 
 Result<Tokenizer> Tokenizer::FromFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return NotFoundError(path + ": cannot open tokenizer file");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return IoError(path + ": read failed");
-  return FromJson(buf.str(), path);
+  const std::streamoff size = in.tellg();
+  if (size < 0) return IoError(path + ": cannot determine file size");
+  std::string text(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), size)) return IoError(path + ": read failed");
+  return FromJson(text, path);
 }
 
 std::vector<uint32_t> Tokenizer::Encode(std::string_view text) const {
