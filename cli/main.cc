@@ -1,0 +1,30 @@
+// lockstep: bit-exact CIS-2 decode, monolithic or split across workers.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cli/make_model_command.h"
+#include "cli/run_command.h"
+#include "cli/selftest_command.h"
+#include "engine/ops/fp_env.h"
+
+int main(int argc, char** argv) {
+  using namespace lockstep;
+  CLI::App app{"lockstep: bit-exact distributed inference (CIS-2 v0.3b)"};
+  app.require_subcommand(1);
+  cli::RunOptions run_opts;
+  cli::MakeModelOptions make_opts;
+  CLI::App* run = cli::AddRunCommand(app, run_opts);
+  CLI::App* selftest = cli::AddSelftestCommand(app);
+  CLI::App* make = cli::AddMakeModelCommand(app, make_opts);
+  CLI11_PARSE(app, argc, argv);
+
+  // §1.3: before any decode arithmetic, in this (the computing) thread.
+  if (const Status pin = ops::PinFpEnvironment(); !pin.ok() && !selftest->parsed()) {
+    std::cerr << "lockstep: " << pin.ToString() << "\n";
+    return 1;
+  }
+  if (run->parsed()) return cli::RunRunCommand(run_opts);
+  if (selftest->parsed()) return cli::RunSelftestCommand();
+  if (make->parsed()) return cli::RunMakeModelCommand(make_opts);
+  return 1;
+}

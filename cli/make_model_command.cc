@@ -1,0 +1,81 @@
+#include "cli/make_model_command.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "engine/io/model_config.h"
+#include "engine/tokenizer/synthetic_tokenizer.h"
+
+namespace lockstep::cli {
+namespace {
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return IoError(tmp + ": cannot create");
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    if (!out) return IoError(tmp + ": write failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return IoError(path + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status CopyFile(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) return IoError("copy " + from + " -> " + to + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status MakeModel(const MakeModelOptions& o) {
+  SyntheticShape dims = o.dims;
+  if (o.shape == "smollm2-135m") {
+    dims = SmolLM2Shape();
+  } else if (!o.shape.empty()) {
+    return InvalidError("--shape: unknown shape '" + o.shape + "' (known: smollm2-135m)");
+  }
+  LOCKSTEP_RETURN_IF_ERROR(WriteSyntheticModel(o.out_dir, dims, o.seed, o.config_path));
+  const std::string tok_out = o.out_dir + "/tokenizer.json";
+  if (!o.tokenizer_path.empty()) return CopyFile(o.tokenizer_path, tok_out);
+  LOCKSTEP_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(o.out_dir + "/config.json"));
+  LOCKSTEP_ASSIGN_OR_RETURN(std::string tok, SyntheticTokenizerJson(
+                                                 static_cast<uint32_t>(cfg.vocab_size), o.seed));
+  return WriteTextFile(tok_out, tok);
+}
+
+}  // namespace
+
+CLI::App* AddMakeModelCommand(CLI::App& app, MakeModelOptions& o) {
+  CLI::App* c = app.add_subcommand("make-model", "Write a seeded synthetic checkpoint");
+  c->add_option("out_dir", o.out_dir, "Output folder")->required();
+  c->add_option("--seed", o.seed, "PRNG seed")->required();
+  c->add_option("--shape", o.shape, "Named shape: smollm2-135m");
+  c->add_option("--hidden", o.dims.hidden, "hidden_size");
+  c->add_option("--layers", o.dims.layers, "num_hidden_layers");
+  c->add_option("--heads", o.dims.heads, "num_attention_heads");
+  c->add_option("--kv-heads", o.dims.kv_heads, "num_key_value_heads");
+  c->add_option("--inter", o.dims.inter, "intermediate_size");
+  c->add_option("--vocab", o.dims.vocab, "vocab_size");
+  c->add_option("--theta", o.dims.theta, "rope_theta");
+  c->add_flag("--bias", o.dims.bias, "q/k/v projection biases (Qwen2-style)");
+  c->add_flag("--untied", o.dims.untied, "separate lm_head.weight");
+  c->add_option("--tokenizer", o.tokenizer_path, "Copy this tokenizer.json");
+  c->add_option("--config", o.config_path, "Copy this config.json (shape follows it)");
+  return c;
+}
+
+int RunMakeModelCommand(const MakeModelOptions& o) {
+  const Status st = MakeModel(o);
+  if (!st.ok()) {
+    std::cerr << "lockstep make-model: " << st.ToString() << "\n";
+    return 1;
+  }
+  std::cout << "wrote " << o.out_dir << "\n";
+  return 0;
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,145 @@
+#include "cli/run_command.h"
+
+#include <charconv>
+#include <iostream>
+
+#include "cli/report.h"
+#include "engine/local_backend.h"
+#include "engine/model_loader.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace lockstep::cli {
+
+CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
+  CLI::App* run = app.add_subcommand("run", "Greedy decode with CIS-2 digests");
+  run->add_option("--model", o.model_dir, "Model folder (config.json, model.safetensors, tokenizer.json)")
+      ->required();
+  auto* prompt = run->add_option("--prompt", o.prompt, "Prompt text (needs tokenizer.json)");
+  auto* ids = run->add_option("--ids", o.ids, "Prompt token ids, comma separated");
+  prompt->excludes(ids);
+  run->add_option("--gen", o.gen, "Tokens to generate")->default_val(16);
+  run->add_flag("--json", o.json, "Print one JSON object");
+  run->add_option("--window", o.window, "Sliding window W for every layer (0 = none)");
+  run->add_option("--evict", o.evictions, "FROM:COUNT@STEP: evict a span after step STEP's token");
+  run->add_option("--manifest", o.manifest, "JSON file pinning the artifacts' sha256");
+  run->add_option("--expect", o.expect, "Built-in pins to verify (smollm2-135m)");
+  run->add_option("--workers", o.workers, "Shard over K local worker processes");
+  run->add_option("--plan", o.plan, "Explicit layer ranges, e.g. 0:10,10:20,20:30");
+  run->add_flag("--compare-monolithic", o.compare_monolithic,
+                "Also run monolithically; fail unless every digest is equal");
+  return run;
+}
+
+Result<std::vector<uint32_t>> ParseIdList(const std::string& text) {
+  std::vector<uint32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view part = std::string_view(text).substr(start, end - start);
+    uint32_t v = 0;
+    auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (part.empty() || ec != std::errc() || p != part.data() + part.size()) {
+      return InvalidError("--ids: '" + std::string(part) + "' is not a token id");
+    }
+    ids.push_back(v);
+    start = end + 1;
+  }
+  return ids;
+}
+
+Result<ModelPins> ResolvePins(const std::string& manifest, const std::string& expect) {
+  ModelPins pins;
+  if (!expect.empty()) {
+    auto builtin = BuiltinPins(expect);
+    if (!builtin) return InvalidError("--expect: no built-in pins named '" + expect + "'");
+    pins = *builtin;
+  }
+  if (!manifest.empty()) {
+    LOCKSTEP_ASSIGN_OR_RETURN(ModelPins m, LoadManifest(manifest));
+    if (m.weights) pins.weights = m.weights;
+    if (m.tokenizer) pins.tokenizer = m.tokenizer;
+    if (m.config) pins.config = m.config;
+  }
+  return pins;
+}
+
+Result<DecodeRequest> BuildRequest(const RunOptions& o, const std::string& tokenizer_path,
+                                   bool has_tokenizer) {
+  DecodeRequest req;
+  req.gen = o.gen;
+  if (o.ids) {
+    LOCKSTEP_ASSIGN_OR_RETURN(req.prompt, ParseIdList(*o.ids));
+  } else if (o.prompt) {
+    if (!has_tokenizer) return NotFoundError("--prompt needs " + tokenizer_path);
+    LOCKSTEP_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromFile(tokenizer_path));
+    req.prompt = tok.Encode(*o.prompt);
+  } else {
+    return InvalidError("give --prompt TEXT or --ids N,N,...");
+  }
+  for (const std::string& e : o.evictions) {
+    LOCKSTEP_ASSIGN_OR_RETURN(EvictSpec spec, ParseEvictSpec(e));
+    req.evictions.push_back(spec);
+  }
+  if (o.window && *o.window < 0) return InvalidError("--window must be >= 0");
+  LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req));
+  return req;
+}
+
+namespace {
+
+Result<DecodeResult> DecodeOnce(const Stage& stage, const DecodeRequest& req,
+                                std::optional<int> window, const WitnessSeed& seed) {
+  LocalBackend backend(stage);
+  if (window) LOCKSTEP_RETURN_IF_ERROR(backend.SetWindow(*window));
+  return RunDecode(backend, req, seed);
+}
+
+// §12.4: the whole decode twice in one process; all three must agree.
+Status CheckSameRun(const DecodeResult& a, const DecodeResult& b) {
+  if (a.cis2_ref != b.cis2_ref || a.argmax_digest != b.argmax_digest ||
+      a.generated != b.generated) {
+    return InternalError("determinism check (§12.4) failed: two runs in one process differ");
+  }
+  return Status::Ok();
+}
+
+std::optional<std::string> DecodeText(const ModelFiles& files, const std::vector<uint32_t>& ids) {
+  if (!files.has_tokenizer) return std::nullopt;
+  auto tok = Tokenizer::FromFile(files.tokenizer_path);
+  if (!tok.ok()) return std::nullopt;
+  return tok->Decode(ids);
+}
+
+Status RunMonolithic(const RunOptions& o) {
+  LOCKSTEP_ASSIGN_OR_RETURN(ModelPins pins, ResolvePins(o.manifest, o.expect));
+  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, pins));
+  LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
+                            BuildRequest(o, model.files.tokenizer_path, model.files.has_tokenizer));
+  const StageSpec all{0, model.config.num_layers, true, true};
+  LOCKSTEP_ASSIGN_OR_RETURN(auto stage, LoadStage(model, all, ops::ScalarKernels()));
+  const WitnessSeed seed = model.Seed();
+  LOCKSTEP_ASSIGN_OR_RETURN(DecodeResult run1, DecodeOnce(*stage, req, o.window, seed));
+  LOCKSTEP_ASSIGN_OR_RETURN(DecodeResult run2, DecodeOnce(*stage, req, o.window, seed));
+  LOCKSTEP_RETURN_IF_ERROR(CheckSameRun(run1, run2));
+  RunReport report{run1, seed, DecodeText(model.files, run1.generated), "", {}};
+  if (o.json) {
+    PrintJson(report, std::cout);
+  } else {
+    PrintHuman(report, std::cout);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunRunCommand(const RunOptions& o) {
+  Status st = RunMonolithic(o);
+  if (!st.ok()) {
+    std::cerr << "lockstep run: " << st.ToString() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,40 @@
+// `lockstep run`: greedy decode of a model folder with every CIS-2 digest.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/decode.h"
+#include "engine/io/model_files.h"
+
+namespace lockstep::cli {
+
+struct RunOptions {
+  std::string model_dir;
+  std::optional<std::string> prompt;
+  std::optional<std::string> ids;
+  uint32_t gen = 16;
+  bool json = false;
+  std::optional<int> window;
+  std::vector<std::string> evictions;
+  std::string manifest;      // optional pins file
+  std::string expect;        // built-in pins name, e.g. smollm2-135m
+  int workers = 0;           // > 0: sharded over local worker processes
+  std::string plan;          // explicit cut points, e.g. 0:10,10:20,20:30
+  bool compare_monolithic = false;
+};
+
+// Registers the subcommand; the caller runs RunRunCommand when it parsed.
+CLI::App* AddRunCommand(CLI::App& app, RunOptions& opts);
+int RunRunCommand(const RunOptions& opts);
+
+// Shared pieces, also used by the sharded run.
+Result<std::vector<uint32_t>> ParseIdList(const std::string& text);
+Result<ModelPins> ResolvePins(const std::string& manifest, const std::string& expect);
+Result<DecodeRequest> BuildRequest(const RunOptions& opts, const std::string& tokenizer_path,
+                                   bool has_tokenizer);
+
+}  // namespace lockstep::cli

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Builds everything (Release, -ffp-contract=off) and runs the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" -j"$(nproc)"
+ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)" --timeout 900

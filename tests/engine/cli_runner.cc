@@ -1,0 +1,64 @@
+#include "cli_runner.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace lockstep::testing {
+namespace {
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') q += "'\\''";
+    else q += c;
+  }
+  return q + "'";
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+CliOutput RunCli(const std::vector<std::string>& args) {
+  const std::string dir = MakeTempDir("cli");
+  std::string cmd = Quote(LOCKSTEP_CLI_PATH);
+  for (const auto& a : args) cmd += " " + Quote(a);
+  cmd += " >" + Quote(dir + "/out") + " 2>" + Quote(dir + "/err") + " </dev/null";
+  const int rc = std::system(cmd.c_str());
+  CliOutput o;
+  o.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  o.out = Slurp(dir + "/out");
+  o.err = Slurp(dir + "/err");
+  std::filesystem::remove_all(dir);
+  return o;
+}
+
+std::string SharedPath(const std::string& rel) {
+  const char* env = std::getenv("LOCKSTEP_SHARED_DIR");
+  const std::string base = env ? env : LOCKSTEP_SHARED_DIR;
+  const std::string p = base + "/" + rel;
+  return std::filesystem::exists(p) ? p : "";
+}
+
+std::string MakeTempDir(const std::string& tag) {
+  static std::mt19937_64 rng(std::random_device{}());
+  const auto base = std::filesystem::temp_directory_path() / "lockstep-tests";
+  std::filesystem::create_directories(base);
+  const auto dir = base / (tag + "-" + std::to_string(getpid()) + "-" + std::to_string(rng()));
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+}  // namespace lockstep::testing

@@ -1,0 +1,86 @@
+// Decode-level properties: the cached decode equals a full recompute bit
+// for bit (§3.5), and two runs in one process agree (§12.4).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+
+#include "cli_runner.h"
+#include "engine/local_backend.h"
+#include "engine/model_loader.h"
+#include "engine/ops/fp_env.h"
+
+namespace lockstep {
+namespace {
+
+std::unique_ptr<Stage> LoadWhole(const OpenModel& m) {
+  auto s = LoadStage(m, StageSpec{0, m.config.num_layers, true, true}, ops::ScalarKernels());
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(s).value();
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+class DecodeTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(ops::PinFpEnvironment().ok());
+    dir_ = testing::SharedPath("fixtures/conformance/" + GetParam());
+    if (dir_.empty()) GTEST_SKIP() << "shared conformance fixtures are absent";
+  }
+  std::string dir_;
+};
+
+TEST_P(DecodeTest, CachedDecodeEqualsFullRecompute) {
+  auto model = OpenModelDir(dir_, ModelPins{});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto stage = LoadWhole(*model);
+  std::vector<uint32_t> seq = {5, 17, 3};
+  LocalBackend cached(*stage);
+  std::vector<float> logits;
+  ASSERT_TRUE(cached.Feed(seq, &logits).ok());
+  for (int step = 0; step < 6; ++step) {
+    LocalBackend fresh(*stage);
+    std::vector<float> full;
+    ASSERT_TRUE(fresh.Feed(seq, &full).ok());
+    ASSERT_TRUE(SameBits(logits, full)) << "step " << step;
+    const uint32_t next = ops::ArgmaxFirst(logits.data(), logits.size());
+    seq.push_back(next);
+    const uint32_t one[1] = {next};
+    ASSERT_TRUE(cached.Feed(one, &logits).ok());
+  }
+}
+
+TEST_P(DecodeTest, TwoRunsInOneProcessAgree) {
+  auto model = OpenModelDir(dir_, ModelPins{});
+  ASSERT_TRUE(model.ok());
+  auto stage = LoadWhole(*model);
+  DecodeRequest req{{1, 2, 3}, 8, {}};
+  LocalBackend a(*stage), b(*stage);
+  auto ra = RunDecode(a, req, model->Seed());
+  auto rb = RunDecode(b, req, model->Seed());
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_EQ(ra->cis2_ref, rb->cis2_ref);
+  EXPECT_EQ(ra->generated, rb->generated);
+  EXPECT_EQ(ra->generated.size(), 8u);
+}
+
+TEST_P(DecodeTest, OutOfVocabTokenIsRefused) {
+  auto model = OpenModelDir(dir_, ModelPins{});
+  ASSERT_TRUE(model.ok());
+  auto stage = LoadWhole(*model);
+  LocalBackend a(*stage);
+  std::vector<float> logits;
+  const uint32_t bad[1] = {static_cast<uint32_t>(model->config.vocab_size)};
+  const Status st = a.Feed(bad, &logits);
+  EXPECT_EQ(st.kind(), ErrorKind::kInvalid);
+  EXPECT_NE(st.message().find("outside the vocabulary"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, DecodeTest,
+                         ::testing::Values("tiny-llama", "tiny-qwen", "tiny-daz"));
+
+}  // namespace
+}  // namespace lockstep

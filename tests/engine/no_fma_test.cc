@@ -1,0 +1,63 @@
+// §1.4: the built binaries contain no fused multiply-add instruction.
+// Disassembles `lockstep` and every static library of the build with
+// objdump and scans for x86 vfmadd/vfmsub/vfnmadd/vfnmsub and aarch64
+// fmadd/fmsub/fnmadd/fnmsub/fmla/fmls.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <string>
+
+namespace {
+
+const std::regex& FmaPattern() {
+  static const std::regex re(
+      R"(\s(vfn?m(add|sub)[0-9a-z]*|fn?m(add|sub)|fml[as])\s)");
+  return re;
+}
+
+// Returns the first offending disassembly line, or "".
+std::string FirstFmaLine(const std::string& path, bool* ran) {
+  const std::string cmd = "objdump -d --no-show-raw-insn '" + path + "' 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  *ran = p != nullptr;
+  if (p == nullptr) return "";
+  char buf[4096];
+  std::string hit;
+  size_t lines = 0;
+  while (fgets(buf, sizeof buf, p) != nullptr) {
+    ++lines;
+    if (hit.empty() && std::regex_search(std::string(buf), FmaPattern())) hit = buf;
+  }
+  pclose(p);
+  *ran = lines > 10;
+  return hit;
+}
+
+TEST(NoFma, PatternRecognisesFusedInstructions) {
+  EXPECT_TRUE(std::regex_search("  4011a0:\tvfmadd231ss %xmm2,%xmm1,%xmm0\n", FmaPattern()));
+  EXPECT_TRUE(std::regex_search("  10:\tfmla\tv0.4s, v1.4s, v2.4s\n", FmaPattern()));
+  EXPECT_TRUE(std::regex_search("  10:\tfmadd\ts0, s1, s2, s3\n", FmaPattern()));
+  EXPECT_FALSE(std::regex_search("  4011a0:\tvmulss %xmm2,%xmm1,%xmm0\n", FmaPattern()));
+  EXPECT_FALSE(std::regex_search("  4011a0:\tvaddps %ymm2,%ymm1,%ymm0\n", FmaPattern()));
+}
+
+TEST(NoFma, BuiltBinariesAndLibrariesHaveNone) {
+  std::vector<std::string> targets = {LOCKSTEP_CLI_PATH};
+  for (const auto& e : std::filesystem::recursive_directory_iterator(LOCKSTEP_BINARY_DIR)) {
+    const std::string p = e.path().string();
+    if (e.is_regular_file() && p.ends_with(".a") && p.find("liblockstep") != std::string::npos) {
+      targets.push_back(p);
+    }
+  }
+  ASSERT_GE(targets.size(), 2u) << "no libraries found under " << LOCKSTEP_BINARY_DIR;
+  for (const auto& t : targets) {
+    bool ran = false;
+    const std::string hit = FirstFmaLine(t, &ran);
+    ASSERT_TRUE(ran) << "objdump produced no disassembly for " << t;
+    EXPECT_EQ(hit, "") << "FMA instruction in " << t << ": " << hit;
+  }
+}
+
+}  // namespace
