@@ -160,8 +160,8 @@ Result<std::shared_ptr<Tokenizer::Impl>> Build(TokenizerDoc doc, const std::stri
   LOCKSTEP_RETURN_IF_ERROR(CheckTopLevel(doc.root, src));
   const json& model_json = Field(doc.root, "model");
   LOCKSTEP_ASSIGN_OR_RETURN(BpeOptions options, ParseBpeOptions(model_json, src + ": model"));
-  if (!doc.has_vocab) return InvalidError(src + ": model.vocab: missing");
-  if (!doc.has_merges) return InvalidError(src + ": model.merges: missing");
+  if (!doc.has_vocab) return InvalidError(src + ": model.vocab: missing or not an object");
+  if (!doc.has_merges) return InvalidError(src + ": model.merges: missing or not an array");
   auto impl = std::make_shared<Tokenizer::Impl>();
   LOCKSTEP_ASSIGN_OR_RETURN(impl->model, BpeModel::Build(std::move(doc.vocab), doc.merges,
                                                          std::move(options), src + ": model"));

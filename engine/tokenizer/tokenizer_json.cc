@@ -43,7 +43,8 @@ class TokenizerSax : public nlohmann::json_sax<json> {
     return true;
   }
   bool start_object(std::size_t) override {
-    if (mode_ != Mode::kNormal) return Fail(Where() + ": unexpected object");
+    if (mode_ == Mode::kVocab) return Fail("model.vocab[\"" + key_ + "\"]: id is not an integer");
+    if (mode_ != Mode::kNormal) return Fail(MergeWhere() + ": unexpected object");
     if (AtModelField("vocab")) {
       mode_ = Mode::kVocab;
       doc_->has_vocab = true;
@@ -65,7 +66,8 @@ class TokenizerSax : public nlohmann::json_sax<json> {
       pair_.clear();
       return true;
     }
-    if (mode_ != Mode::kNormal) return Fail(Where() + ": unexpected array");
+    if (mode_ == Mode::kVocab) return Fail("model.vocab[\"" + key_ + "\"]: id is not an integer");
+    if (mode_ != Mode::kNormal) return Fail(MergeWhere() + ": unexpected nested array");
     if (AtModelField("merges")) {
       mode_ = Mode::kMerges;
       doc_->has_merges = true;
@@ -100,7 +102,6 @@ class TokenizerSax : public nlohmann::json_sax<json> {
     if (error_.empty()) error_ = std::move(msg);
     return false;
   }
-  std::string Where() const { return path_.empty() ? "(root)" : path_; }
   std::string MergeWhere() const {
     return "model.merges[" + std::to_string(doc_->merges.size()) + "]";
   }
@@ -146,7 +147,10 @@ class TokenizerSax : public nlohmann::json_sax<json> {
     return &slot;
   }
   bool Value(json v) {
-    if (mode_ != Mode::kNormal) return Fail(Where() + ": unexpected value");
+    if (mode_ == Mode::kVocab) return Fail("model.vocab[\"" + key_ + "\"]: id is not an integer");
+    if (mode_ != Mode::kNormal) {
+      return Fail(MergeWhere() + ": must be an \"a b\" string or an [\"a\", \"b\"] pair");
+    }
     Place(std::move(v));
     return true;
   }
@@ -156,7 +160,6 @@ class TokenizerSax : public nlohmann::json_sax<json> {
     json* p = Place(std::move(container));
     stack_.push_back(p);
     if (stack_.size() == 2) model_depth_ = entering_model;
-    path_ = stack_.size() > 1 ? key_ : "";
     return true;
   }
   bool Close() {
@@ -169,7 +172,6 @@ class TokenizerSax : public nlohmann::json_sax<json> {
   TokenizerDoc* doc_;
   std::vector<json*> stack_;
   std::string key_;
-  std::string path_;
   std::vector<std::string> pair_;
   Mode mode_ = Mode::kNormal;
   bool model_depth_ = false;  // stack_[1] is root["model"]

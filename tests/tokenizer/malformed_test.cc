@@ -1,1 +1,153 @@
+// Damaged or unsupported tokenizer.json files: each gives a clear error of
+// the right kind naming the file and the field, never a crash or a silently
+// different tokenization.
+#include <functional>
+#include <string>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/tokenizer/synthetic_tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace lockstep {
+namespace {
+
+using json = nlohmann::json;
+
+json Base() {
+  auto text = SyntheticTokenizerJson(300, 1);
+  EXPECT_TRUE(text.ok());
+  return json::parse(text.value());
+}
+
+// Loads Base() after `edit`; expects an error of `kind` mentioning `field`.
+void ExpectError(const std::function<void(json&)>& edit, ErrorKind kind, const std::string& field) {
+  json j = Base();
+  edit(j);
+  auto t = Tokenizer::FromJson(j.dump(), "bad.json");
+  ASSERT_FALSE(t.ok()) << "accepted; field " << field;
+  EXPECT_EQ(t.status().kind(), kind) << t.status().ToString();
+  EXPECT_NE(t.status().message().find("bad.json"), std::string::npos) << t.status().ToString();
+  EXPECT_NE(t.status().message().find(field), std::string::npos) << t.status().ToString();
+}
+
+TEST(TokenizerMalformed, BaseIsValid) {
+  auto t = Tokenizer::FromJson(Base().dump(), "good.json");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+}
+
+TEST(TokenizerMalformed, NotJson) {
+  for (const std::string text : {"", "{", "[1,2]", "{\"model\": }", "null", "\"str\""}) {
+    auto t = Tokenizer::FromJson(text, "bad.json");
+    ASSERT_FALSE(t.ok()) << text;
+    EXPECT_EQ(t.status().kind(), ErrorKind::kInvalid);
+    EXPECT_NE(t.status().message().find("bad.json"), std::string::npos);
+  }
+}
+
+TEST(TokenizerMalformed, MissingFile) {
+  auto t = Tokenizer::FromFile("/nonexistent/dir/tokenizer.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().kind(), ErrorKind::kNotFound);
+  EXPECT_NE(t.status().message().find("/nonexistent/dir/tokenizer.json"), std::string::npos);
+}
+
+TEST(TokenizerMalformed, Model) {
+  ExpectError([](json& j) { j.erase("model"); }, ErrorKind::kInvalid, "model");
+  ExpectError([](json& j) { j["model"]["type"] = "WordPiece"; }, ErrorKind::kUnimplemented, "model.type");
+  ExpectError([](json& j) { j["model"].erase("vocab"); }, ErrorKind::kInvalid, "model.vocab");
+  ExpectError([](json& j) { j["model"].erase("merges"); }, ErrorKind::kInvalid, "model.merges");
+  ExpectError([](json& j) { j["model"]["vocab"]["zzz"] = 5; }, ErrorKind::kInvalid, "model.vocab");
+  ExpectError([](json& j) { j["model"]["vocab"]["zzz"] = -1; }, ErrorKind::kInvalid, "model.vocab");
+  ExpectError([](json& j) { j["model"]["vocab"]["zzz"] = "7"; }, ErrorKind::kInvalid, "model.vocab");
+  ExpectError([](json& j) { j["model"]["vocab"]["zzz"] = 1.5; }, ErrorKind::kInvalid, "model.vocab");
+  ExpectError([](json& j) { j["model"]["dropout"] = 0.1; }, ErrorKind::kUnimplemented, "model.dropout");
+  ExpectError([](json& j) { j["model"]["byte_fallback"] = true; }, ErrorKind::kUnimplemented,
+              "model.byte_fallback");
+  ExpectError([](json& j) { j["model"]["continuing_subword_prefix"] = "##"; },
+              ErrorKind::kUnimplemented, "model.continuing_subword_prefix");
+  ExpectError([](json& j) { j["model"]["end_of_word_suffix"] = "</w>"; },
+              ErrorKind::kUnimplemented, "model.end_of_word_suffix");
+  ExpectError([](json& j) { j["model"]["unk_token"] = "<unk>"; }, ErrorKind::kInvalid, "unk_token");
+  ExpectError([](json& j) { j["model"]["fuse_unk"] = "yes"; }, ErrorKind::kInvalid, "model.fuse_unk");
+}
+
+TEST(TokenizerMalformed, Merges) {
+  ExpectError([](json& j) { j["model"]["merges"].push_back("a b c"); }, ErrorKind::kInvalid, "model.merges[");
+  ExpectError([](json& j) { j["model"]["merges"].push_back("ab"); }, ErrorKind::kInvalid, "model.merges[");
+  ExpectError([](json& j) { j["model"]["merges"].push_back(json::array({"a", "b", "c"})); },
+              ErrorKind::kInvalid, "model.merges[");
+  ExpectError([](json& j) { j["model"]["merges"].push_back(json::array({"a"})); },
+              ErrorKind::kInvalid, "model.merges[");
+  ExpectError([](json& j) { j["model"]["merges"].push_back(json::array({"a", 3})); },
+              ErrorKind::kInvalid, "model.merges");
+  ExpectError([](json& j) { j["model"]["merges"].push_back("a NOTINVOCAB"); }, ErrorKind::kInvalid,
+              "\"NOTINVOCAB\" is not in the vocab");
+  // Both halves exist but their concatenation does not.
+  ExpectError([](json& j) { j["model"]["merges"].push_back("q z"); }, ErrorKind::kInvalid,
+              "merged \"qz\" is not in the vocab");
+  ExpectError([](json& j) { j["model"]["merges"] = 5; }, ErrorKind::kInvalid, "model.merges");
+}
+
+TEST(TokenizerMalformed, AddedTokens) {
+  ExpectError([](json& j) { j["added_tokens"][0]["id"] = -3; }, ErrorKind::kInvalid, "added_tokens[0].id");
+  ExpectError([](json& j) { j["added_tokens"][1]["content"] = ""; }, ErrorKind::kInvalid,
+              "added_tokens[1].content");
+  ExpectError([](json& j) { j["added_tokens"][2]["lstrip"] = 1; }, ErrorKind::kInvalid,
+              "added_tokens[2].lstrip");
+  ExpectError([](json& j) { j["added_tokens"].push_back(j["added_tokens"][0]); }, ErrorKind::kInvalid,
+              "added_tokens[3].content");
+  // The crate would give "<|im_end|>" its vocab id 2, not 7.
+  ExpectError([](json& j) { j["added_tokens"][2]["id"] = 7; }, ErrorKind::kInvalid, "added_tokens[2].id");
+  ExpectError([](json& j) { j["added_tokens"] = "x"; }, ErrorKind::kInvalid, "added_tokens");
+}
+
+TEST(TokenizerMalformed, PipelineComponents) {
+  ExpectError([](json& j) { j["normalizer"] = {{"type", "NFC"}}; }, ErrorKind::kUnimplemented, "normalizer");
+  ExpectError([](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }, ErrorKind::kUnimplemented,
+              "pre_tokenizer.type");
+  ExpectError([](json& j) { j["pre_tokenizer"] = nullptr; }, ErrorKind::kUnimplemented, "pre_tokenizer");
+  ExpectError([](json& j) { j["pre_tokenizer"] = {{"type", "Digits"}, {"individual_digits", true}}; },
+              ErrorKind::kUnimplemented, "pre_tokenizer");
+  ExpectError([](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["individual_digits"] = "yes"; },
+              ErrorKind::kInvalid, "pre_tokenizer.pretokenizers[0].individual_digits");
+  ExpectError([](json& j) {
+    j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}},
+                                              {"behavior", "Isolated"}, {"invert", false}};
+  }, ErrorKind::kInvalid, "pre_tokenizer.pretokenizers[0].pattern");
+  ExpectError([](json& j) {
+    j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Split"}, {"pattern", {{"Regex", "a"}}},
+                                              {"behavior", "Sideways"}, {"invert", false}};
+  }, ErrorKind::kInvalid, "behavior");
+  ExpectError([](json& j) { j["pre_tokenizer"]["pretokenizers"].push_back({{"type", "Digits"}}); },
+              ErrorKind::kUnimplemented, "after ByteLevel");
+  ExpectError([](json& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; },
+              ErrorKind::kUnimplemented, "post_processor");
+  ExpectError([](json& j) { j["decoder"] = nullptr; }, ErrorKind::kUnimplemented, "decoder");
+  ExpectError([](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }, ErrorKind::kUnimplemented, "decoder");
+  ExpectError([](json& j) { j["truncation"] = {{"max_length", 5}}; }, ErrorKind::kUnimplemented, "truncation");
+  ExpectError([](json& j) { j["padding"] = {{"strategy", "BatchLongest"}}; }, ErrorKind::kUnimplemented,
+              "padding");
+  ExpectError([](json& j) { j["version"] = "2.0"; }, ErrorKind::kInvalid, "version");
+}
+
+TEST(TokenizerMalformed, SupportedVariantsLoad) {
+  // A Qwen2-style Split + ByteLevel(use_regex=false) chain loads and encodes.
+  json j = Base();
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"},
+         {"pattern", {{"Regex", "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
+         {"behavior", "Isolated"}, {"invert", false}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}};
+  j["post_processor"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
+                         {"use_regex", false}};
+  auto t = Tokenizer::FromJson(j.dump(), "qwen-like.json");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->Decode(t->Encode("It's 42 o'clock!\n\nok")), "It's 42 o'clock!\n\nok");
+}
+
+}  // namespace
+}  // namespace lockstep
