@@ -37,8 +37,8 @@ void CheckTheta(float theta) {
   }
   EXPECT_LE(worst_sin, 2) << "theta " << theta;
   EXPECT_LE(worst_cos, 2) << "theta " << theta;
-  RecordProperty("worst_sin_ulp", static_cast<int>(worst_sin));
-  RecordProperty("worst_cos_ulp", static_cast<int>(worst_cos));
+  ::testing::Test::RecordProperty("worst_sin_ulp", static_cast<int>(worst_sin));
+  ::testing::Test::RecordProperty("worst_cos_ulp", static_cast<int>(worst_cos));
 }
 
 TEST(TrigAccuracy, RopeAnglesTheta1e5) { CheckTheta(100000.0f); }
