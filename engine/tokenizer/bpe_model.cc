@@ -35,7 +35,6 @@ Result<BpeModel> BpeModel::Build(
     BpeOptions options, const std::string& where) {
   BpeModel m;
   m.options_ = std::move(options);
-  m.token_to_id_.reserve(vocab.size() * 2);
   uint32_t bound = 0;
   for (const auto& [token, id] : vocab) {
     if (id >= kMaxId) {
@@ -46,29 +45,20 @@ Result<BpeModel> BpeModel::Build(
   }
   m.id_to_token_.resize(bound);
   m.id_used_.assign(bound, false);
+  m.token_to_id_.Reserve(vocab.size());
   for (auto& [token, id] : vocab) {
     if (m.id_used_[id]) {
       return InvalidError(where + ".vocab: id " + std::to_string(id) + " is used by both \"" +
                           m.id_to_token_[id] + "\" and \"" + token + "\"");
     }
-    if (!m.token_to_id_.emplace(token, id).second) {
-      return InvalidError(where + ".vocab: token \"" + token + "\" appears twice");
+    m.id_to_token_[id] = std::move(token);
+    if (!m.token_to_id_.Insert(m.id_to_token_[id], id, m.id_to_token_)) {
+      return InvalidError(where + ".vocab: token \"" + m.id_to_token_[id] + "\" appears twice");
     }
     m.id_used_[id] = true;
-    m.id_to_token_[id] = std::move(token);
   }
-  m.merges_.reserve(merges.size() * 2);
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const auto& [a, b] = merges[rank];
-    const std::string at = where + ".merges[" + std::to_string(rank) + "] (\"" + a +
-                           "\", \"" + b + "\")";
-    auto ia = m.TokenToId(a), ib = m.TokenToId(b), inew = m.TokenToId(a + b);
-    if (!ia) return InvalidError(at + ": \"" + a + "\" is not in the vocab");
-    if (!ib) return InvalidError(at + ": \"" + b + "\" is not in the vocab");
-    if (!inew) return InvalidError(at + ": merged \"" + a + b + "\" is not in the vocab");
-    // A repeated pair keeps its last rank, as the crate's map build does.
-    m.merges_[PairKey(*ia, *ib)] = {static_cast<uint32_t>(rank), *inew};
-  }
+  m.vocab_count_ = vocab.size();
+  LOCKSTEP_RETURN_IF_ERROR(m.AddMerges(merges, where));
   for (int b = 0; b < 256; ++b) {
     auto id = m.TokenToId(ByteToSymbol(static_cast<uint8_t>(b)));
     m.byte_to_id_[b] = id ? static_cast<int64_t>(*id) : -1;
@@ -83,20 +73,34 @@ Result<BpeModel> BpeModel::Build(
   return m;
 }
 
+Status BpeModel::AddMerges(const std::vector<std::pair<std::string, std::string>>& merges,
+                           const std::string& where) {
+  merges_.Reserve(merges.size());
+  std::string joined;
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const auto& [a, b] = merges[rank];
+    joined.assign(a).append(b);
+    auto ia = TokenToId(a), ib = TokenToId(b), inew = TokenToId(joined);
+    if (!ia || !ib || !inew) {
+      const std::string at = where + ".merges[" + std::to_string(rank) + "] (\"" + a +
+                             "\", \"" + b + "\"): ";
+      if (!ia) return InvalidError(at + "\"" + a + "\" is not in the vocab");
+      if (!ib) return InvalidError(at + "\"" + b + "\" is not in the vocab");
+      return InvalidError(at + "merged \"" + joined + "\" is not in the vocab");
+    }
+    // A repeated pair keeps its last rank, as the crate's map build does.
+    merges_.Set(*ia, *ib, {static_cast<uint32_t>(rank), *inew});
+  }
+  return Status::Ok();
+}
+
 std::optional<uint32_t> BpeModel::TokenToId(std::string_view token) const {
-  auto it = token_to_id_.find(token);
-  if (it == token_to_id_.end()) return std::nullopt;
-  return it->second;
+  return token_to_id_.Find(token, id_to_token_);
 }
 
 const std::string* BpeModel::IdToToken(uint32_t id) const {
   if (id >= id_to_token_.size() || !id_used_[id]) return nullptr;
   return &id_to_token_[id];
-}
-
-const BpeModel::MergeInfo* BpeModel::FindMerge(uint32_t a, uint32_t b) const {
-  auto it = merges_.find(PairKey(a, b));
-  return it == merges_.end() ? nullptr : &it->second;
 }
 
 void BpeModel::InitialSymbols(std::string_view word, std::vector<uint32_t>* ids) const {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/tokenizer/flat_tables.h"
 
 namespace lockstep {
 
@@ -21,12 +22,6 @@ struct BpeOptions {
   std::optional<std::string> unk_token;  // must be in vocab when set
   bool fuse_unk = false;
   bool ignore_merges = false;
-};
-
-// Hash for heterogeneous (string_view) lookups in string-keyed maps.
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
 // Per-call memo of word -> ids; not shared between threads.
@@ -54,24 +49,20 @@ class BpeModel {
   const std::string* IdToToken(uint32_t id) const;
   // Max id + 1 (0 for an empty vocab).
   uint32_t id_bound() const { return static_cast<uint32_t>(id_to_token_.size()); }
-  size_t vocab_count() const { return token_to_id_.size(); }
+  size_t vocab_count() const { return vocab_count_; }
 
  private:
-  struct MergeInfo {
-    uint32_t rank;
-    uint32_t new_id;
-  };
-  static uint64_t PairKey(uint32_t a, uint32_t b) {
-    return (static_cast<uint64_t>(a) << 32) | b;
-  }
-  const MergeInfo* FindMerge(uint32_t a, uint32_t b) const;
+  const MergeInfo* FindMerge(uint32_t a, uint32_t b) const { return merges_.Find(a, b); }
+  Status AddMerges(const std::vector<std::pair<std::string, std::string>>& merges,
+                   const std::string& where);
   void MergeAll(std::vector<uint32_t>* ids) const;
   void InitialSymbols(std::string_view word, std::vector<uint32_t>* ids) const;
 
-  std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> token_to_id_;
+  TokenIndex token_to_id_;                // texts live in id_to_token_
   std::vector<std::string> id_to_token_;  // [id_bound]; empty at unused ids
   std::vector<bool> id_used_;             // [id_bound]
-  std::unordered_map<uint64_t, MergeInfo> merges_;
+  size_t vocab_count_ = 0;
+  MergeTable merges_;
   int64_t byte_to_id_[256] = {};          // -1 when the byte symbol is missing
   std::optional<uint32_t> unk_id_;
   BpeOptions options_;
