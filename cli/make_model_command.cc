@@ -24,11 +24,10 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
+// Copies the bytes only (not the source's permission bits).
 Status CopyFile(const std::string& from, const std::string& to) {
-  std::error_code ec;
-  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) return IoError("copy " + from + " -> " + to + ": " + ec.message());
-  return Status::Ok();
+  LOCKSTEP_ASSIGN_OR_RETURN(std::string text, ReadTextFile(from));
+  return WriteTextFile(to, text);
 }
 
 Status MakeModel(const MakeModelOptions& o) {
