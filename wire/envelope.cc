@@ -103,14 +103,28 @@ Result<ParsedEnvelope> ParseEnvelope(std::span<const uint8_t> bytes,
   return parsed;
 }
 
+namespace internal {
+
+void WriteFrameHeader(Frame& frame, size_t words) {
+  StoreU32Le(frame.data(), 0);
+  StoreU32Le(frame.data() + 4, static_cast<uint32_t>(words));
+}
+
+bool IsExactCanonical(capnp::MessageBuilder& message, size_t words) {
+  auto segments = message.getSegmentsForOutput();
+  return segments.size() == 1 && segments[0].size() == words &&
+         message.isCanonical();
+}
+
+}  // namespace internal
+
 Frame MarshalEnvelope(capnp::MessageBuilder& message) {
   auto root = message.getRoot<schema::Envelope>();
   root.setVersion(kProtocolVersion);
   kj::Array<capnp::word> canonical = capnp::canonicalize(root.asReader());
   const size_t body = canonical.size() * kWordBytes;
   Frame frame(kHeaderBytes + body);
-  StoreU32Le(frame.data(), 0);
-  StoreU32Le(frame.data() + 4, static_cast<uint32_t>(canonical.size()));
+  internal::WriteFrameHeader(frame, canonical.size());
   std::memcpy(frame.data() + kHeaderBytes, canonical.begin(), body);
   return frame;
 }

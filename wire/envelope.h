@@ -82,6 +82,40 @@ Result<ParsedEnvelope> ParseEnvelope(std::span<const uint8_t> bytes,
 // canonical frame bytes. REQUIRES: `message` has an Envelope root.
 Frame MarshalEnvelope(capnp::MessageBuilder& message);
 
+// Fast path for large messages whose canonical size is known: builds the
+// envelope with `fill(schema::Envelope::Builder)` directly inside the frame
+// (one allocation, no canonicalising copy) when `words` is exactly the
+// canonical size in words, else falls back to MarshalEnvelope. The output
+// is identical either way.
+template <typename Fill>
+Frame MarshalEnvelopeInPlace(size_t words, Fill&& fill);
+
+namespace internal {
+// Writes the frame header for a `words`-word segment 0 into frame[0..8).
+void WriteFrameHeader(Frame& frame, size_t words);
+bool IsExactCanonical(capnp::MessageBuilder& message, size_t words);
+}  // namespace internal
+
+template <typename Fill>
+Frame MarshalEnvelopeInPlace(size_t words, Fill&& fill) {
+  Frame frame(8 + words * sizeof(capnp::word));  // zeroed, as capnp requires
+  {
+    // operator new storage is aligned for capnp::word (8 <= 16).
+    capnp::FlatMessageBuilder message(kj::arrayPtr(
+        reinterpret_cast<capnp::word*>(frame.data() + 8), words));
+    auto root = message.initRoot<schema::Envelope>();
+    root.setVersion(kProtocolVersion);
+    fill(root);
+    if (internal::IsExactCanonical(message, words)) {
+      internal::WriteFrameHeader(frame, words);
+      return frame;
+    }
+  }
+  capnp::MallocMessageBuilder message(words + 16);
+  fill(message.initRoot<schema::Envelope>());
+  return MarshalEnvelope(message);
+}
+
 // Human-readable name of an envelope's union member ("hidden", "logits").
 const char* EnvelopeKindName(schema::Envelope::Which which);
 

@@ -101,7 +101,13 @@ std::vector<float> CopyFloats(capnp::Data::Reader bytes) {
   return out;
 }
 
-size_t WordsFor(size_t payload_floats) { return payload_floats / 2 + 32; }
+// Canonical size of an envelope holding struct T with a payload blob and a
+// 32-byte digest blob: root pointer, Envelope, T, payload, digest.
+template <typename T>
+size_t CanonicalWords(size_t payload_floats) {
+  return 1 + capnp::sizeInWords<schema::Envelope>() + capnp::sizeInWords<T>() +
+         (payload_floats * 4 + 7) / 8 + 32 / 8;
+}
 
 }  // namespace
 
@@ -176,10 +182,11 @@ Digest LogitsDigest(const Logits& logits) {
 }
 
 Frame MarshalHidden(const HiddenFrame& frame) {
-  capnp::MallocMessageBuilder message(WordsFor(frame.payload.size()));
-  auto root = message.initRoot<schema::Envelope>();
-  internal::WriteHidden(frame, root.initHidden());
-  return MarshalEnvelope(message);
+  return MarshalEnvelopeInPlace(
+      CanonicalWords<schema::HiddenFrame>(frame.payload.size()),
+      [&frame](schema::Envelope::Builder root) {
+        internal::WriteHidden(frame, root.initHidden());
+      });
 }
 
 Result<HiddenFrame> UnmarshalHidden(std::span<const uint8_t> bytes,
@@ -194,10 +201,11 @@ Result<HiddenFrame> UnmarshalHidden(std::span<const uint8_t> bytes,
 }
 
 Frame MarshalLogits(const Logits& logits) {
-  capnp::MallocMessageBuilder message(WordsFor(logits.payload.size()));
-  auto root = message.initRoot<schema::Envelope>();
-  internal::WriteLogits(logits, root.initLogits());
-  return MarshalEnvelope(message);
+  return MarshalEnvelopeInPlace(
+      CanonicalWords<schema::Logits>(logits.payload.size()),
+      [&logits](schema::Envelope::Builder root) {
+        internal::WriteLogits(logits, root.initLogits());
+      });
 }
 
 Result<Logits> UnmarshalLogits(std::span<const uint8_t> bytes,

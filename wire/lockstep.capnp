@@ -79,6 +79,8 @@ struct AssignAck {
   workerIndex @0 :UInt32;
   layerLo @1 :UInt32;
   layerHi @2 :UInt32;
+  residentBytes @3 :UInt64;   # Worker's resident memory (VmRSS) after
+                              # loading its layers; 0 when unknown.
 }
 
 struct WindowSpec {

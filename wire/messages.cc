@@ -61,6 +61,7 @@ void Write(const AssignAck& m, s::Envelope::Builder e) {
   out.setWorkerIndex(m.worker_index);
   out.setLayerLo(m.layer_lo);
   out.setLayerHi(m.layer_hi);
+  out.setResidentBytes(m.resident_bytes);
 }
 
 void Write(const SessionOpen& m, s::Envelope::Builder e) {
@@ -187,7 +188,8 @@ Result<Message> Read(s::Assign::Reader in) {
 }
 
 Result<Message> Read(s::AssignAck::Reader in) {
-  return Message(AssignAck{in.getWorkerIndex(), in.getLayerLo(), in.getLayerHi()});
+  return Message(
+      AssignAck{in.getWorkerIndex(), in.getLayerLo(), in.getLayerHi(), in.getResidentBytes()});
 }
 
 Result<WindowSpec> Read(s::WindowSpec::Reader in) {
@@ -292,12 +294,6 @@ const char* NameOf(const Heartbeat&) { return "heartbeat"; }
 const char* NameOf(const ErrorReport&) { return "error"; }
 const char* NameOf(const Shutdown&) { return "shutdown"; }
 
-size_t FirstSegmentWords(const Message& message) {
-  if (const auto* h = std::get_if<HiddenFrame>(&message)) return h->payload.size() / 2 + 32;
-  if (const auto* l = std::get_if<Logits>(&message)) return l->payload.size() / 2 + 32;
-  return 256;
-}
-
 }  // namespace
 
 const char* MessageName(const Message& message) {
@@ -305,7 +301,9 @@ const char* MessageName(const Message& message) {
 }
 
 Frame MarshalMessage(const Message& message) {
-  capnp::MallocMessageBuilder builder(FirstSegmentWords(message));
+  if (const auto* h = std::get_if<HiddenFrame>(&message)) return MarshalHidden(*h);
+  if (const auto* l = std::get_if<Logits>(&message)) return MarshalLogits(*l);
+  capnp::MallocMessageBuilder builder;
   auto root = builder.initRoot<s::Envelope>();
   std::visit([&root](const auto& m) { Write(m, root); }, message);
   return MarshalEnvelope(builder);

@@ -49,6 +49,7 @@ struct AssignAck {
   uint32_t worker_index = 0;
   uint32_t layer_lo = 0;
   uint32_t layer_hi = 0;
+  uint64_t resident_bytes = 0;  // VmRSS after loading; 0 = unknown
 };
 
 struct WindowSpec {

@@ -33,7 +33,9 @@ TEST_F(TransportTest, InprocRequestResponse) {
   Server server = Expect(Server::Bind(context_, "inproc://req-resp"));
   Client client = Expect(Client::Connect(context_, "inproc://req-resp", "worker-0"));
 
-  ASSERT_TRUE(client.Send(MarshalMessage(Hello{.worker_id = "worker-0"})).ok());
+  Hello hello_out;
+  hello_out.worker_id = "worker-0";
+  ASSERT_TRUE(client.Send(MarshalMessage(hello_out)).ok());
   Incoming request = Expect(server.Receive(kWait));
   EXPECT_EQ(request.peer, "worker-0");
   Message hello = Expect(ParseMessage(request.bytes()));
