@@ -72,6 +72,7 @@ AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens) : tokens_(std::
   raw_.by_first_byte.resize(256);
   normalized_.by_first_byte.resize(256);
   for (uint32_t i = 0; i < tokens_.size(); ++i) {
+    index_by_id_.emplace(tokens_[i].id, i);
     MatchSet& set = tokens_[i].normalized ? normalized_ : raw_;
     set.by_first_byte[static_cast<uint8_t>(tokens_[i].content[0])].push_back(i);
     set.empty = false;
@@ -79,10 +80,8 @@ AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens) : tokens_(std::
 }
 
 const AddedToken* AddedVocabulary::FindById(uint32_t id) const {
-  for (const AddedToken& t : tokens_) {
-    if (t.id == id) return &t;
-  }
-  return nullptr;
+  auto it = index_by_id_.find(id);
+  return it == index_by_id_.end() ? nullptr : &tokens_[it->second];
 }
 
 const AddedToken* AddedVocabulary::LongestAt(const MatchSet& set, std::string_view text,

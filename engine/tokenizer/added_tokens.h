@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace lockstep {
@@ -56,6 +57,7 @@ class AddedVocabulary {
                  std::vector<TextSegment>* out) const;
 
   std::vector<AddedToken> tokens_;
+  std::unordered_map<uint32_t, size_t> index_by_id_;  // id -> tokens_ index
   MatchSet raw_;         // normalized=false: matched on the raw input first
   MatchSet normalized_;  // normalized=true: matched in what is left
 };

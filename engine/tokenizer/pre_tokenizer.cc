@@ -1,6 +1,9 @@
 #include "engine/tokenizer/pre_tokenizer.h"
 
+#include <algorithm>
+
 #include <unicode/uchar.h>
+#include <unicode/utf16.h>
 
 #include "engine/tokenizer/regex_split.h"
 
@@ -16,48 +19,38 @@ constexpr char kGpt2Pattern[] =
 
 enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
 
-struct Range {
-  int32_t begin;
-  int32_t end;
-};
-
 // Turns matched/unmatched spans into kept ranges, like the crate's
-// NormalizedString::split for each SplitDelimiterBehavior.
-std::vector<Range> ApplyBehavior(const std::vector<SplitSpan>& spans, Behavior b) {
-  std::vector<Range> out;
+// NormalizedString::split for each SplitDelimiterBehavior; appends the
+// non-empty ones to `out`.
+void ApplyBehavior(const std::vector<SplitSpan>& spans, Behavior b,
+                   std::vector<PieceRange>* out) {
+  const size_t first = out->size();
   bool prev_match = false;
   if (b == Behavior::kMergedWithNext) {
     for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-      if (!out.empty() && it->is_match && !prev_match) {
-        out.back().begin = it->begin;
+      if (out->size() > first && it->is_match && !prev_match) {
+        out->back().begin = it->begin;
       } else {
-        out.push_back({it->begin, it->end});
+        out->push_back({it->begin, it->end});
       }
       prev_match = it->is_match;
     }
-    return {out.rbegin(), out.rend()};
+    std::reverse(out->begin() + static_cast<ptrdiff_t>(first), out->end());
+    return;
   }
   for (const SplitSpan& s : spans) {
     const bool merge =
-        !out.empty() &&
+        out->size() > first &&
         ((b == Behavior::kContiguous && s.is_match == prev_match) ||
          (b == Behavior::kMergedWithPrevious && s.is_match && !prev_match));
     if (b == Behavior::kRemoved && s.is_match) {
       // dropped
     } else if (merge) {
-      out.back().end = s.end;
+      out->back().end = s.end;
     } else {
-      out.push_back({s.begin, s.end});
+      out->push_back({s.begin, s.end});
     }
     prev_match = s.is_match;
-  }
-  return out;
-}
-
-void AppendRanges(const icu::UnicodeString& text, const std::vector<Range>& ranges,
-                  Pieces* out) {
-  for (const Range& r : ranges) {
-    if (r.end > r.begin) out->emplace_back(text, r.begin, r.end - r.begin);
   }
 }
 
@@ -68,14 +61,16 @@ class DigitsStep : public PreTokenizer {
  public:
   explicit DigitsStep(bool individual) : individual_(individual) {}
   void Split(Pieces* pieces) const override {
-    Pieces out;
-    out.reserve(pieces->size());
-    for (const icu::UnicodeString& p : *pieces) {
-      std::vector<SplitSpan> spans;
-      int32_t run = 0;
-      for (int32_t i = 0; i < p.length();) {
-        const UChar32 c = p.char32At(i);
-        const int32_t next = p.moveIndex32(i, 1);
+    std::vector<PieceRange> out;
+    out.reserve(pieces->ranges.size());
+    std::vector<SplitSpan> spans;
+    const icu::UnicodeString& t = pieces->text;
+    for (const PieceRange& r : pieces->ranges) {
+      spans.clear();
+      int32_t run = r.begin;
+      for (int32_t i = r.begin; i < r.end;) {
+        const UChar32 c = t.char32At(i);
+        const int32_t next = i + U16_LENGTH(c);
         if (IsNumeric(c)) {
           if (run < i) spans.push_back({run, i, false});
           spans.push_back({i, next, true});
@@ -83,12 +78,10 @@ class DigitsStep : public PreTokenizer {
         }
         i = next;
       }
-      if (run < p.length()) spans.push_back({run, p.length(), false});
-      AppendRanges(p, ApplyBehavior(spans, individual_ ? Behavior::kIsolated
-                                                       : Behavior::kContiguous),
-                   &out);
+      if (run < r.end) spans.push_back({run, r.end, false});
+      ApplyBehavior(spans, individual_ ? Behavior::kIsolated : Behavior::kContiguous, &out);
     }
-    *pieces = std::move(out);
+    pieces->ranges = std::move(out);
   }
 
  private:
@@ -100,16 +93,20 @@ class RegexStep : public PreTokenizer {
   RegexStep(RegexSplitter re, Behavior behavior, bool invert)
       : re_(std::move(re)), behavior_(behavior), invert_(invert) {}
   void Split(Pieces* pieces) const override {
-    Pieces out;
-    out.reserve(pieces->size() * 4);
-    for (const icu::UnicodeString& p : *pieces) {
-      std::vector<SplitSpan> spans = re_.Find(p);
+    std::vector<PieceRange> out;
+    out.reserve(pieces->ranges.size() + static_cast<size_t>(pieces->text.length()) / 4);
+    std::vector<SplitSpan> spans;
+    std::unique_ptr<icu::RegexMatcher> m = re_.NewMatcher();
+    m->reset(pieces->text);
+    for (const PieceRange& r : pieces->ranges) {
+      spans.clear();
+      RegexSplitter::Find(*m, r.begin, r.end, &spans);
       if (invert_) {
         for (SplitSpan& s : spans) s.is_match = !s.is_match;
       }
-      AppendRanges(p, ApplyBehavior(spans, behavior_), &out);
+      ApplyBehavior(spans, behavior_, &out);
     }
-    *pieces = std::move(out);
+    pieces->ranges = std::move(out);
   }
 
  private:
@@ -124,15 +121,26 @@ class ByteLevelStep : public PreTokenizer {
   ByteLevelStep(bool add_prefix_space, std::unique_ptr<RegexStep> regex)
       : add_prefix_space_(add_prefix_space), regex_(std::move(regex)) {}
   void Split(Pieces* pieces) const override {
-    if (add_prefix_space_) {
-      for (icu::UnicodeString& p : *pieces) {
-        if (p.isEmpty() || p.charAt(0) != u' ') p.insert(0, u' ');
-      }
-    }
+    if (add_prefix_space_) PrependSpaces(pieces);
     if (regex_) regex_->Split(pieces);
   }
 
  private:
+  // Rebuilds the text with a space before every piece not starting with one.
+  static void PrependSpaces(Pieces* pieces) {
+    icu::UnicodeString text;
+    std::vector<PieceRange> ranges;
+    ranges.reserve(pieces->ranges.size());
+    for (const PieceRange& r : pieces->ranges) {
+      const int32_t begin = text.length();
+      if (pieces->text.charAt(r.begin) != u' ') text.append(u' ');
+      text.append(pieces->text, r.begin, r.end - r.begin);
+      ranges.push_back({begin, text.length()});
+    }
+    pieces->text = std::move(text);
+    pieces->ranges = std::move(ranges);
+  }
+
   bool add_prefix_space_;
   std::unique_ptr<RegexStep> regex_;
 };
@@ -257,9 +265,10 @@ Result<PreTokenizerChain> PreTokenizerChain::Parse(const nlohmann::json& config,
   return chain;
 }
 
-Pieces PreTokenizerChain::Run(const icu::UnicodeString& text) const {
+Pieces PreTokenizerChain::Run(icu::UnicodeString text) const {
   Pieces pieces;
-  if (!text.isEmpty()) pieces.push_back(text);
+  pieces.text = std::move(text);
+  if (!pieces.text.isEmpty()) pieces.ranges.push_back({0, pieces.text.length()});
   for (const auto& step : steps_) step->Split(&pieces);
   return pieces;
 }

@@ -15,13 +15,22 @@
 
 namespace lockstep {
 
-// Text pieces flowing through the chain; each is a non-empty UTF-16 string.
-using Pieces = std::vector<icu::UnicodeString>;
+// Text pieces flowing through the chain: ordered, non-empty UTF-16 ranges
+// of one backing string.
+struct PieceRange {
+  int32_t begin;
+  int32_t end;
+};
+struct Pieces {
+  icu::UnicodeString text;
+  std::vector<PieceRange> ranges;
+};
 
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
   // Replaces every piece by its sub-pieces, in order; drops empty ones.
+  // May replace pieces->text (re-pointing the ranges).
   virtual void Split(Pieces* pieces) const = 0;
 };
 
@@ -36,7 +45,7 @@ class PreTokenizerChain {
                                          const std::string& source);
 
   // Splits `text` (one non-added-token segment) into words.
-  Pieces Run(const icu::UnicodeString& text) const;
+  Pieces Run(icu::UnicodeString text) const;
 
  private:
   std::vector<std::shared_ptr<const PreTokenizer>> steps_;

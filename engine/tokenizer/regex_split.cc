@@ -1,5 +1,7 @@
 #include "engine/tokenizer/regex_split.h"
 
+#include <cassert>
+
 namespace lockstep {
 
 Result<RegexSplitter> RegexSplitter::Compile(const std::string& pattern) {
@@ -15,22 +17,28 @@ Result<RegexSplitter> RegexSplitter::Compile(const std::string& pattern) {
   return RegexSplitter(std::shared_ptr<const icu::RegexPattern>(std::move(p)));
 }
 
-std::vector<SplitSpan> RegexSplitter::Find(const icu::UnicodeString& text) const {
-  std::vector<SplitSpan> spans;
-  if (text.isEmpty()) return spans;
+std::unique_ptr<icu::RegexMatcher> RegexSplitter::NewMatcher() const {
   UErrorCode status = U_ZERO_ERROR;
-  std::unique_ptr<icu::RegexMatcher> m(pattern_->matcher(text, status));
-  int32_t prev = 0;
-  while (U_SUCCESS(status) && m->find(status)) {
-    const int32_t b = m->start(status);
-    const int32_t e = m->end(status);
+  std::unique_ptr<icu::RegexMatcher> m(pattern_->matcher(status));
+  assert(U_SUCCESS(status) && m != nullptr);  // only fails on allocation
+  return m;
+}
+
+void RegexSplitter::Find(icu::RegexMatcher& m, int32_t begin, int32_t end,
+                         std::vector<SplitSpan>* spans) {
+  if (begin >= end) return;
+  UErrorCode status = U_ZERO_ERROR;
+  m.region(begin, end, status);  // opaque, anchoring bounds (ICU defaults)
+  int32_t prev = begin;
+  while (U_SUCCESS(status) && m.find(status)) {
+    const int32_t b = m.start(status);
+    const int32_t e = m.end(status);
     if (U_FAILURE(status) || b == e) continue;
-    if (prev != b) spans.push_back({prev, b, false});
-    spans.push_back({b, e, true});
+    if (prev != b) spans->push_back({prev, b, false});
+    spans->push_back({b, e, true});
     prev = e;
   }
-  if (prev != text.length()) spans.push_back({prev, text.length(), false});
-  return spans;
+  if (prev != end) spans->push_back({prev, end, false});
 }
 
 }  // namespace lockstep

@@ -1,8 +1,8 @@
 // A compiled ICU regular expression used to split text the way the HF
 // tokenizers crate splits with Oniguruma: non-overlapping leftmost matches,
 // scanning left to right, lookahead limited to the text being split.
-// Immutable after construction; Find is thread-safe (each call makes its own
-// matcher).
+// Immutable after construction and thread-safe; a matcher from NewMatcher()
+// belongs to one thread.
 #pragma once
 
 #include <memory>
@@ -29,9 +29,14 @@ class RegexSplitter {
   // is the same set as ICU's \s, so patterns are used verbatim.
   static Result<RegexSplitter> Compile(const std::string& pattern);
 
-  // Covers all of `text` with ordered, contiguous spans (empty matches are
-  // dropped). Empty text gives no spans.
-  std::vector<SplitSpan> Find(const icu::UnicodeString& text) const;
+  std::unique_ptr<icu::RegexMatcher> NewMatcher() const;
+
+  // Appends ordered, contiguous spans covering [begin, end) of the text
+  // `matcher` was last reset to (empty matches are dropped). The regex sees
+  // only that range: lookahead stops at `end`, as when the crate matches a
+  // split on its own.
+  static void Find(icu::RegexMatcher& matcher, int32_t begin, int32_t end,
+                   std::vector<SplitSpan>* spans);
 
  private:
   explicit RegexSplitter(std::shared_ptr<const icu::RegexPattern> p)

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include <unicode/unistr.h>
+#include <unicode/utf16.h>
 
 #include "engine/tokenizer/added_tokens.h"
 #include "engine/tokenizer/bpe_model.h"
@@ -209,11 +210,16 @@ std::vector<uint32_t> Tokenizer::Encode(std::string_view text) const {
       ids.push_back(*seg.token_id);
       continue;
     }
-    const icu::UnicodeString u = icu::UnicodeString::fromUTF8(
-        icu::StringPiece(seg.text.data(), static_cast<int32_t>(seg.text.size())));
-    for (const icu::UnicodeString& piece : impl_->chain.Run(u)) {
+    const Pieces pieces = impl_->chain.Run(icu::UnicodeString::fromUTF8(
+        icu::StringPiece(seg.text.data(), static_cast<int32_t>(seg.text.size()))));
+    const char16_t* units = pieces.text.getBuffer();
+    for (const PieceRange& r : pieces.ranges) {
       word.clear();
-      piece.toUTF8String(word);
+      for (int32_t i = r.begin; i < r.end;) {
+        UChar32 c;
+        U16_NEXT(units, i, r.end, c);
+        AppendUtf8(static_cast<uint32_t>(c), &word);
+      }
       impl_->model.EncodeWord(word, &cache, &ids);
     }
   }

@@ -22,9 +22,10 @@ Words PreTokenize(const json& config, const std::string& text) {
   EXPECT_TRUE(chain.ok()) << chain.status().ToString();
   Words out;
   if (!chain.ok()) return out;
-  for (const auto& p : chain->Run(icu::UnicodeString::fromUTF8(text))) {
+  const Pieces pieces = chain->Run(icu::UnicodeString::fromUTF8(text));
+  for (const PieceRange& r : pieces.ranges) {
     std::string s;
-    p.toUTF8String(s);
+    pieces.text.tempSubStringBetween(r.begin, r.end).toUTF8String(s);
     out.push_back(s);
   }
   return out;
