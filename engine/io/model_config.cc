@@ -112,8 +112,9 @@ Status ParseHeads(const Fields& f, ModelConfig& c) {
 
 // Features we compute exactly one way; anything else is refused.
 Status CheckSupported(const Fields& f) {
-  LOCKSTEP_ASSIGN_OR_RETURN(std::string act, f.String("hidden_act", "silu"));
-  if (act != "silu") return f.Unsupported("hidden_act", "\"" + act + "\" (only silu)");
+  Result<std::string> act = f.String("hidden_act", "silu");
+  if (!act.ok()) return act.status();
+  if (*act != "silu") return f.Unsupported("hidden_act", "\"" + *act + "\" (only silu)");
   LOCKSTEP_ASSIGN_OR_RETURN(bool interleaved, f.Bool("rope_interleaved", false));
   if (interleaved) return f.Unsupported("rope_interleaved", "interleaved RoPE");
   if (f.Has("rope_scaling")) {

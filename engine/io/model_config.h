@@ -35,6 +35,7 @@ struct ModelConfig {
   std::vector<int> layer_window;   // [num_layers]; 0 = full causal, else W
 
   // Query heads per KV head (GQA group size, §9).
+  // REQUIRES: a parsed config (num_kv_heads > 0).
   int group() const { return num_heads / num_kv_heads; }
 };
 

@@ -104,7 +104,8 @@ Status VerifyPins(const ArtifactHashes& actual, const ModelPins& pins) {
   CheckOne(kTokenizer, pins.tokenizer, actual.tokenizer, mismatches);
   CheckOne(kConfig, pins.config, actual.config, mismatches);
   if (mismatches.empty()) return Status::Ok();
-  return MismatchError("pins " + pins.name + ": " + mismatches);
+  std::string source = pins.name.empty() ? "pins" : "pins " + pins.name;
+  return MismatchError(source + ": " + mismatches);
 }
 
 }  // namespace lockstep

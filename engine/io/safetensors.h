@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,6 +62,12 @@ class SafetensorsFile {
   // `expected_shape`; Unimplemented for any other dtype.
   Result<std::vector<float>> ReadF32(
       std::string_view name, std::span<const int64_t> expected_shape) const;
+  // Same, for a braced shape: ReadF32("model.norm.weight", {576}).
+  Result<std::vector<float>> ReadF32(
+      std::string_view name, std::initializer_list<int64_t> expected_shape) const {
+    return ReadF32(name, std::span<const int64_t>(expected_shape.begin(),
+                                                   expected_shape.size()));
+  }
 
   const std::string& path() const { return path_; }
 

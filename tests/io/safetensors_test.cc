@@ -177,6 +177,10 @@ TEST(SafetensorsTest, ReadF32Errors) {
   EXPECT_NE(st.message().find("[3, 2]"), std::string::npos) << st.message();
   const int64_t fewer[] = {2};
   EXPECT_EQ(f.ReadF32("m.w", fewer).status().kind(), ErrorKind::kInvalid);
+  EXPECT_EQ(f.ReadF32("m.w", {2, 3, 1}).status().kind(), ErrorKind::kInvalid);
+  EXPECT_TRUE(f.ReadF32("m.w", {2, 3}).ok());
+  std::vector<int64_t> as_vector = {2, 3};
+  EXPECT_TRUE(f.ReadF32("m.w", as_vector).ok());
 
   const int64_t two[] = {2};
   st = f.ReadF32("m.h", two).status();
