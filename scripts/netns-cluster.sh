@@ -1,0 +1,372 @@
+#!/usr/bin/env bash
+# A real multi-host Lockstep cluster on one machine, built from Linux network
+# namespaces: one namespace per worker, one for the coordinator, all joined by
+# a bridge that lives in its own "switch" namespace (nothing is added to the
+# host's own network namespace). Every node has its own private address and
+# reaches the others only over the bridge, so the runtime goes through real
+# TCP between distinct network stacks, not loopback.
+#
+# The sharded decode's digests are compared with a monolithic `lockstep run
+# --json` of the same model and prompt. Exit 0 only when every digest is equal.
+#
+#   scripts/netns-cluster.sh [options]
+#     --bin PATH         lockstep binary (default: $LOCKSTEP_BIN, build*/cli/lockstep, PATH)
+#     --workers N        worker namespaces (default 3)
+#     --model DIR        existing model folder; default: a synthetic one is made
+#     --make-model ARGS  shape args for `lockstep make-model` (default: a small 6-layer model)
+#     --seed S           make-model seed (default 7)
+#     --ids LIST | --prompt TEXT   prompt (default --ids 1,2,3,4,5)
+#     --gen N            tokens to generate (default 8)
+#     --plan auto|JSON   cluster plan (default auto), e.g. '[[0,2],[2,4],[4,6]]'
+#     --port P           worker port (default 5555)
+#     --timeout S        overall bound in seconds (default 60)
+#     --heartbeat-ms N / --liveness N / --request-timeout-ms N   config knobs
+#     --fault MODE       none | link-down | kill-worker   (default none)
+#     --fault-worker I   which worker to break (0-based, default: the middle one)
+#     --fault-delay-ms N wait after the coordinator is connected (default 300)
+#     --keep             keep the work folder (config, logs) for inspection
+#     --quiet            less chatter
+#
+# With --fault the expectation flips: the run passes only if the coordinator
+# exits non-zero, within the timeout, with an error that names the broken
+# worker (its tcp://ADDR:PORT address or ADDR:PORT).
+#
+# Exit codes: 0 pass, 1 fail, 2 usage, 77 skipped (not root / no netns / no
+# distributed runtime in this binary); the reason is printed.
+set -uo pipefail
+
+SELF=$(basename "$0")
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+BIN=${LOCKSTEP_BIN:-}
+WORKERS=3
+MODEL=""
+MAKE_ARGS="--layers 6 --hidden 64 --heads 4 --kv-heads 2 --inter 128 --vocab 512"
+SEED=7
+IDS="1,2,3,4,5"
+PROMPT=""
+GEN=8
+PLAN=auto
+PORT=5555
+TIMEOUT=60
+HEARTBEAT_MS=250
+LIVENESS=8
+REQUEST_TIMEOUT_MS=""
+FAULT=none
+FAULT_WORKER=""
+FAULT_DELAY_MS=300
+KEEP=0
+QUIET=0
+
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin) BIN=$2; shift 2 ;;
+    --workers) WORKERS=$2; shift 2 ;;
+    --model) MODEL=$2; shift 2 ;;
+    --make-model) MAKE_ARGS=$2; shift 2 ;;
+    --seed) SEED=$2; shift 2 ;;
+    --ids) IDS=$2; PROMPT=""; shift 2 ;;
+    --prompt) PROMPT=$2; IDS=""; shift 2 ;;
+    --gen) GEN=$2; shift 2 ;;
+    --plan) PLAN=$2; shift 2 ;;
+    --port) PORT=$2; shift 2 ;;
+    --timeout) TIMEOUT=$2; shift 2 ;;
+    --heartbeat-ms) HEARTBEAT_MS=$2; shift 2 ;;
+    --liveness) LIVENESS=$2; shift 2 ;;
+    --request-timeout-ms) REQUEST_TIMEOUT_MS=$2; shift 2 ;;
+    --fault) FAULT=$2; shift 2 ;;
+    --fault-worker) FAULT_WORKER=$2; shift 2 ;;
+    --fault-delay-ms) FAULT_DELAY_MS=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    --quiet) QUIET=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "$SELF: unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+T0=$(date +%s)
+log() { [ "$QUIET" -eq 1 ] || echo "[$SELF +$(( $(date +%s) - T0 ))s] $*"; }
+fail() { echo "[$SELF] FAIL: $*" >&2; exit 1; }
+skip() { echo "[$SELF] SKIPPED: $*"; exit 77; }
+
+case "$FAULT" in none|link-down|kill-worker) ;; *) echo "$SELF: --fault must be none, link-down or kill-worker" >&2; exit 2 ;; esac
+[[ "$WORKERS" =~ ^[1-9][0-9]?$ ]] || { echo "$SELF: --workers must be 1..99" >&2; exit 2; }
+[[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || { echo "$SELF: --timeout must be a positive integer" >&2; exit 2; }
+[ -z "$FAULT_WORKER" ] && FAULT_WORKER=$(( WORKERS / 2 ))
+[ "$FAULT_WORKER" -lt "$WORKERS" ] || { echo "$SELF: --fault-worker out of range" >&2; exit 2; }
+if [ -z "$REQUEST_TIMEOUT_MS" ]; then
+  # Faults must surface well inside the overall bound.
+  if [ "$FAULT" = none ]; then REQUEST_TIMEOUT_MS=30000; else REQUEST_TIMEOUT_MS=10000; fi
+fi
+
+# ---------------------------------------------------------------- preflight
+if [ -z "$BIN" ]; then
+  for c in "$ROOT"/build-mh/cli/lockstep "$ROOT"/build/cli/lockstep "$ROOT"/build*/cli/lockstep; do
+    [ -x "$c" ] && { BIN=$c; break; }
+  done
+  [ -z "$BIN" ] && BIN=$(command -v lockstep || true)
+fi
+[ -n "$BIN" ] && [ -x "$BIN" ] || fail "no lockstep binary (build it, or pass --bin)"
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+
+[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces (running as uid $(id -u))"
+command -v ip >/dev/null || skip "the ip command (iproute2) is not installed"
+command -v python3 >/dev/null || skip "python3 is needed to compare the JSON digests"
+ip netns list >/dev/null 2>&1 || skip "'ip netns' is unavailable here"
+"$BIN" worker --help >/dev/null 2>&1 || skip "$BIN has no 'worker' command (distributed runtime not built)"
+"$BIN" coordinator --help >/dev/null 2>&1 || skip "$BIN has no 'coordinator' command (distributed runtime not built)"
+
+# ---------------------------------------------------------------- naming
+# Unique per run: several runs (ctest -j) may coexist.
+TAG=$(printf 'lsmh%x%04x' $$ $((RANDOM)))
+NS_SW="$TAG-sw"
+NS_CO="$TAG-co"
+NS_W=()
+for ((i = 0; i < WORKERS; i++)); do NS_W+=("$TAG-w$i"); done
+
+# A /24 inside 10.213.0.0/16 that the host itself does not use. The namespaces
+# are isolated from the host, so this only keeps `ip` output unambiguous.
+host_nets=$(ip -4 -o addr show 2>/dev/null; ip -4 route show table all 2>/dev/null)
+SUBNET=""
+for _ in $(seq 1 50); do
+  cand="10.213.$(( (RANDOM % 250) + 1 ))"
+  if ! grep -q "$cand\." <<<"$host_nets" && ! grep -q "10\.213\.0\.0/16" <<<"$host_nets"; then
+    SUBNET=$cand; break
+  fi
+done
+[ -n "$SUBNET" ] || fail "could not find a free 10.213.x.0/24 subnet"
+CO_ADDR="$SUBNET.2"
+W_ADDR=()
+for ((i = 0; i < WORKERS; i++)); do W_ADDR+=("$SUBNET.$((10 + i))"); done
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/$TAG.XXXXXX")
+PIDS=()
+COORD_PID=""
+CREATED_NS=()
+
+# ---------------------------------------------------------------- cleanup
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  # Our own processes first (by pid), then anything still inside our namespaces.
+  for p in $COORD_PID "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    local alive=0
+    for p in $COORD_PID "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive -eq 0 ] && break
+    sleep 0.2
+  done
+  for p in $COORD_PID "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  for ns in "${CREATED_NS[@]}"; do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+  done
+  wait 2>/dev/null
+  for ns in "${CREATED_NS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  if [ "$KEEP" -eq 1 ]; then
+    echo "[$SELF] kept $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo "[$SELF] interrupted" >&2; exit 130' INT TERM
+
+START=$(date +%s)
+remaining() { local r=$(( TIMEOUT - ($(date +%s) - START) )); [ "$r" -lt 1 ] && r=1; echo "$r"; }
+ensure_time() { [ $(( $(date +%s) - START )) -lt "$TIMEOUT" ] || fail "overall timeout of ${TIMEOUT}s exceeded while $1"; }
+
+# ---------------------------------------------------------------- topology
+# Few `ip` processes (batch mode): cheap even on a loaded machine.
+log "namespaces $TAG-{sw,co,w0..w$((WORKERS - 1))}, subnet $SUBNET.0/24"
+for ns in "$NS_SW" "$NS_CO" "${NS_W[@]}"; do
+  ip netns add "$ns" || fail "ip netns add $ns failed"
+  CREATED_NS+=("$ns")
+done
+# Each veth is created directly with one end in the switch namespace and the
+# other (eth0) in the node's namespace: the host namespace never holds either.
+{
+  echo "link add vco netns $NS_SW type veth peer name eth0 netns $NS_CO"
+  for ((i = 0; i < WORKERS; i++)); do
+    echo "link add vw$i netns $NS_SW type veth peer name eth0 netns ${NS_W[$i]}"
+  done
+} | ip -batch - || fail "cannot create the veth pairs"
+ip -n "$NS_SW" link add br0 type bridge || fail "cannot create a bridge (no bridge support in this kernel?)"
+{
+  echo "link set lo up"
+  echo "link set br0 up"
+  echo "link set vco master br0 up"
+  for ((i = 0; i < WORKERS; i++)); do echo "link set vw$i master br0 up"; done
+} | ip -n "$NS_SW" -batch - || fail "cannot set up the bridge"
+node_up() {
+  printf 'link set lo up\naddr add %s/24 dev eth0\nlink set eth0 up\n' "$2" \
+    | ip -n "$1" -batch - || fail "cannot configure $1"
+}
+node_up "$NS_CO" "$CO_ADDR"
+for ((i = 0; i < WORKERS; i++)); do node_up "${NS_W[$i]}" "${W_ADDR[$i]}"; done
+
+# ---------------------------------------------------------------- model
+if [ -z "$MODEL" ]; then
+  MODEL="$WORK/model"
+  # shellcheck disable=SC2086
+  "$BIN" make-model "$MODEL" --seed "$SEED" $MAKE_ARGS >"$WORK/make-model.log" 2>&1 \
+    || { cat "$WORK/make-model.log" >&2; fail "make-model failed"; }
+fi
+MODEL=$(cd "$MODEL" && pwd)
+
+PROMPT_ARGS=()
+if [ -n "$IDS" ]; then PROMPT_ARGS=(--ids "$IDS"); else PROMPT_ARGS=(--prompt "$PROMPT"); fi
+
+# ---------------------------------------------------------------- monolithic
+log "monolithic reference: lockstep run --json ${PROMPT_ARGS[*]} --gen $GEN"
+timeout "$(remaining)" "$BIN" run --model "$MODEL" "${PROMPT_ARGS[@]}" --gen "$GEN" --json \
+  >"$WORK/mono.json" 2>"$WORK/mono.err" \
+  || { cat "$WORK/mono.err" >&2; fail "monolithic run failed"; }
+
+# ---------------------------------------------------------------- workers
+for ((i = 0; i < WORKERS; i++)); do
+  ip netns exec "${NS_W[$i]}" "$BIN" worker --listen "tcp://${W_ADDR[$i]}:$PORT" \
+    >"$WORK/worker$i.log" 2>&1 &
+  PIDS+=($!)
+done
+
+# Wait for every worker to listen on its own address (bounded).
+for ((i = 0; i < WORKERS; i++)); do
+  ok=0
+  for _ in $(seq 1 100); do
+    kill -0 "${PIDS[$i]}" 2>/dev/null || { cat "$WORK/worker$i.log" >&2; fail "worker $i (${W_ADDR[$i]}:$PORT) exited at start-up"; }
+    if ip netns exec "${NS_W[$i]}" ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q .; then ok=1; break; fi
+    sleep 0.1
+  done
+  [ $ok -eq 1 ] || fail "worker $i never listened on ${W_ADDR[$i]}:$PORT"
+done
+log "workers listening: $(for a in "${W_ADDR[@]}"; do printf 'tcp://%s:%s ' "$a" "$PORT"; done)"
+
+# Cross-namespace reachability (when ping exists), so a broken topology fails clearly.
+if command -v ping >/dev/null; then
+  for a in "${W_ADDR[@]}"; do
+    ip netns exec "$NS_CO" ping -c1 -W2 "$a" >/dev/null 2>&1 || fail "coordinator namespace cannot reach $a"
+  done
+fi
+
+# ---------------------------------------------------------------- config
+WORKER_URLS=$(for a in "${W_ADDR[@]}"; do printf '"tcp://%s:%s",' "$a" "$PORT"; done)
+WORKER_URLS="[${WORKER_URLS%,}]"
+if [ "$PLAN" = auto ]; then PLAN_JSON='"auto"'; else PLAN_JSON=$PLAN; fi
+cat >"$WORK/cluster.json" <<EOF
+{
+  "model": "$MODEL",
+  "workers": $WORKER_URLS,
+  "plan": $PLAN_JSON,
+  "heartbeat_ms": $HEARTBEAT_MS,
+  "liveness": $LIVENESS,
+  "request_timeout_ms": $REQUEST_TIMEOUT_MS
+}
+EOF
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$WORK/cluster.json" \
+  || fail "generated config is not valid JSON: $(cat "$WORK/cluster.json")"
+
+# ---------------------------------------------------------------- coordinator
+ensure_time "starting the coordinator"
+log "coordinator in $NS_CO ($CO_ADDR): --gen $GEN, plan $PLAN"
+ip netns exec "$NS_CO" timeout -k 2 "$(remaining)" \
+  "$BIN" coordinator --config "$WORK/cluster.json" "${PROMPT_ARGS[@]}" --gen "$GEN" --json \
+  >"$WORK/coord.json" 2>"$WORK/coord.err" &
+COORD_PID=$!
+
+if [ "$FAULT" != none ]; then
+  VICTIM=${NS_W[$FAULT_WORKER]}
+  VICTIM_ADDR="${W_ADDR[$FAULT_WORKER]}:$PORT"
+  # Wait until the coordinator holds a connection to the victim: the decode is on.
+  connected=0
+  for _ in $(seq 1 200); do
+    kill -0 "$COORD_PID" 2>/dev/null || break
+    if ip netns exec "$VICTIM" ss -Htn state established "sport = :$PORT" 2>/dev/null | grep -q .; then
+      connected=1; break
+    fi
+    sleep 0.05
+  done
+  [ $connected -eq 1 ] || { cat "$WORK/coord.err" >&2; fail "coordinator never connected to worker $FAULT_WORKER ($VICTIM_ADDR) before the fault"; }
+  sleep "$(awk -v ms="$FAULT_DELAY_MS" 'BEGIN{printf "%.3f", ms/1000}')"
+  kill -0 "$COORD_PID" 2>/dev/null \
+    || fail "the decode finished before the fault could be injected (raise --gen or lower --fault-delay-ms)"
+  case "$FAULT" in
+    link-down)
+      log "fault: link of worker $FAULT_WORKER ($VICTIM_ADDR) set down"
+      ip -n "$NS_SW" link set "vw$FAULT_WORKER" down
+      ip -n "$VICTIM" link set eth0 down ;;
+    kill-worker)
+      log "fault: worker $FAULT_WORKER ($VICTIM_ADDR) killed (SIGKILL)"
+      kill -KILL "${PIDS[$FAULT_WORKER]}" 2>/dev/null ;;
+  esac
+  T_FAULT=$(date +%s.%N)
+fi
+
+wait "$COORD_PID"
+COORD_RC=$?
+COORD_PID=""
+ELAPSED=$(( $(date +%s) - START ))
+
+if [ "$FAULT" != none ]; then
+  T_END=$(date +%s.%N)
+  DETECT=$(awk -v a="$T_FAULT" -v b="$T_END" 'BEGIN{printf "%.2f", b-a}')
+  [ "$COORD_RC" -ne 124 ] && [ "$COORD_RC" -ne 137 ] \
+    || { cat "$WORK/coord.err" >&2; fail "coordinator did not exit within the ${TIMEOUT}s bound after the fault (rc $COORD_RC)"; }
+  [ "$COORD_RC" -ne 0 ] || fail "coordinator exited 0 although worker $FAULT_WORKER ($VICTIM_ADDR) was broken mid-decode"
+  if ! grep -qF -e "$VICTIM_ADDR" "$WORK/coord.err"; then
+    echo "---- coordinator stderr ----" >&2; cat "$WORK/coord.err" >&2
+    fail "coordinator error does not name the broken worker $VICTIM_ADDR"
+  fi
+  log "coordinator exited $COORD_RC ${DETECT}s after the fault, naming the worker:"
+  grep -F -e "$VICTIM_ADDR" "$WORK/coord.err" | head -n 3 | sed 's/^/    /'
+  echo "[$SELF] PASS: fault '$FAULT' on worker $FAULT_WORKER detected (exit $COORD_RC, ${DETECT}s, ${ELAPSED}s total)"
+  exit 0
+fi
+
+[ "$COORD_RC" -ne 124 ] && [ "$COORD_RC" -ne 137 ] \
+  || { cat "$WORK/coord.err" >&2; fail "coordinator timed out (${TIMEOUT}s)"; }
+if [ "$COORD_RC" -ne 0 ]; then
+  echo "---- coordinator stderr ----" >&2; cat "$WORK/coord.err" >&2
+  for ((i = 0; i < WORKERS; i++)); do echo "---- worker $i ----" >&2; tail -n 20 "$WORK/worker$i.log" >&2; done
+  fail "coordinator exited $COORD_RC"
+fi
+
+# ---------------------------------------------------------------- compare
+python3 - "$WORK/mono.json" "$WORK/coord.json" "$QUIET" <<'PY'
+import json, sys
+KEYS = ["prompt_token_ids", "generated_token_ids", "cis2_ref", "argmax_digest",
+        "table_digest", "inv_freq_table_digest", "weights_sha256",
+        "tokenizer_sha256", "config_sha256"]
+def last_json(path):
+    # The JSON object is the last line that parses (tolerates log lines before it).
+    obj = None
+    for line in open(path, encoding="utf-8", errors="replace"):
+        line = line.strip()
+        if line.startswith("{"):
+            try: obj = json.loads(line)
+            except ValueError: pass
+    if obj is None:
+        sys.exit(f"FAIL: no JSON object in {path}:\n" + open(path).read()[:2000])
+    return obj
+mono, shard = last_json(sys.argv[1]), last_json(sys.argv[2])
+bad = []
+for k in KEYS:
+    if k not in mono:
+        bad.append(f"monolithic output lacks {k}")
+    elif k not in shard:
+        bad.append(f"sharded output lacks {k}")
+    elif mono[k] != shard[k]:
+        bad.append(f"{k}: monolithic {mono[k]} != sharded {shard[k]}")
+if bad:
+    print("\n".join("FAIL: " + b for b in bad), file=sys.stderr)
+    sys.exit(1)
+if sys.argv[3] != "1":
+    for k in KEYS:
+        v = mono[k]
+        print(f"    {k:22} = {v}")
+    if "plan" in shard: print(f"    {'plan (sharded)':22} = {shard['plan']}")
+PY
+[ $? -eq 0 ] || fail "sharded digests differ from the monolithic run"
+echo "[$SELF] PASS: sharded == monolithic over $WORKERS worker namespaces (${ELAPSED}s)"
+exit 0
