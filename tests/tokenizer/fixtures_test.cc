@@ -1,5 +1,6 @@
 // Golden tests against independent fixtures: CIS-2 §3.1.7, the conformance
 // tokenizer vectors, the near-match (pair-merges) file and the tiny models.
+#include <random>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,16 @@ TEST(TokenizerFixtures, PairMergesFileGivesSameIds) {
       "1234567890 ١٢٣ ½ Ⅻ", "I'll we've they'd she's YOU'RE", std::string("nul\0byte", 8),
       "ends with spaces   ", "tokenization of antidisestablishmentarianism"};
   for (const auto& c : VectorCases()) texts.push_back(c.at("text"));
+  // And seeded random mixtures of words, scripts, digits and spacing.
+  const std::vector<std::string> parts = {"the", " cat", "  ", "\n", "42", "'s", "!?", "\xC3\xA9t\xC3\xA9",
+                                          "\xE6\x97\xA5\xE6\x9C\xAC", "\xF0\x9F\x98\x80", "\t", " ",
+                                          "<|im_end|>", "don't", "\xD9\x85\xD8\xB1", "x=1;"};
+  std::mt19937 rng(7);
+  for (int i = 0; i < 300; ++i) {
+    std::string t;
+    for (int n = static_cast<int>(rng() % 12); n > 0; --n) t += parts[rng() % parts.size()];
+    texts.push_back(t);
+  }
   for (const std::string& t : texts) EXPECT_EQ(near->Encode(t), smol->Encode(t)) << t;
 }
 

@@ -66,6 +66,10 @@ TEST(Tokenizer, SpacesNewlinesAndTabs) {
             Concat({smol->Encode("a"), smol->Encode("\t"), smol->Encode("b")}));
   EXPECT_EQ(smol->Encode("a \t b"),
             Concat({smol->Encode("a"), smol->Encode(" \t"), smol->Encode(" b")}));
+  // Digits split first, and each split is matched on its own: the regex's
+  // lookahead does not see the digit, so both spaces stay together.
+  EXPECT_EQ(smol->Encode("a  1"),
+            Concat({smol->Encode("a"), smol->Encode("  "), smol->Encode("1")}));
   EXPECT_EQ(smol->Encode(" "), std::vector<uint32_t>{*smol->TokenToId("\xC4\xA0")});  // Ġ
   EXPECT_EQ(smol->Encode("\n"), std::vector<uint32_t>{*smol->TokenToId("\xC4\x8A")});  // Ċ
   // U+3000 ideographic space and U+0085 NEL are \s for the pattern.
