@@ -75,9 +75,9 @@ Result<ParsedEnvelope> ParseEnvelope(std::span<const uint8_t> bytes,
   const capnp::word* words = reinterpret_cast<const capnp::word*>(bytes.data());
   const size_t word_count = bytes.size() / kWordBytes;
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(capnp::word) != 0) {
-    parsed.aligned_copy_.resize(word_count);
-    std::memcpy(parsed.aligned_copy_.data(), bytes.data(), bytes.size());
-    words = parsed.aligned_copy_.data();
+    parsed.aligned_copy_ = kj::heapArray<capnp::word>(word_count);
+    std::memcpy(parsed.aligned_copy_.begin(), bytes.data(), bytes.size());
+    words = parsed.aligned_copy_.begin();
   }
   try {
     parsed.reader_ = std::make_unique<capnp::FlatArrayMessageReader>(

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <capnp/message.h>
+#include <kj/array.h>
 #include <capnp/serialize.h>
 
 #include "base/status.h"
@@ -57,9 +58,10 @@ class ParsedEnvelope {
   ParsedEnvelope& operator=(ParsedEnvelope&&) noexcept;
   ~ParsedEnvelope();
 
-  // Valid while *this lives. Reading fields may throw kj::Exception only
-  // for traversal-limit overruns, which the limits make impossible for a
-  // single pass over the message.
+  // Valid while *this lives. The structure is validated, but capnp field
+  // accessors still throw kj::Exception when a pointer's type contradicts
+  // the schema (e.g. a struct where Data is expected): catch kj::Exception
+  // around reads, as ParseMessage and the Unmarshal functions do.
   schema::Envelope::Reader root() const { return root_; }
   schema::Envelope::Which which() const { return root_.which(); }
 
@@ -68,7 +70,7 @@ class ParsedEnvelope {
                                               const DecodeLimits&);
   ParsedEnvelope() = default;
 
-  std::vector<capnp::word> aligned_copy_;  // empty when reading in place
+  kj::Array<capnp::word> aligned_copy_;  // empty when reading in place
   std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
   schema::Envelope::Reader root_;
 };

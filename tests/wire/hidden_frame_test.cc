@@ -11,6 +11,7 @@
 #include "tests/wire/wire_test_util.h"
 #include "wire/envelope.h"
 #include "wire/messages.h"
+#include "wire/tensor_codec.h"
 
 namespace lockstep::wire {
 namespace {
@@ -84,6 +85,16 @@ TEST(HiddenFrameTest, ExtremeHeaderValuesRoundTrip) {
 TEST(HiddenFrameTest, MarshalIsDeterministic) {
   HiddenFrame in = MakeHidden(3, kSmolLm2Width, 9);
   EXPECT_EQ(MarshalHidden(in), MarshalHidden(in));
+}
+
+TEST(HiddenFrameTest, InPlaceEncodingEqualsCanonicalisedBuilder) {
+  for (uint32_t resume_layer : {0u, 1u, 29u}) {  // 0 takes the fallback path
+    HiddenFrame in = MakeHidden(3, 5, resume_layer);
+    in.resume_layer = resume_layer;
+    capnp::MallocMessageBuilder message;
+    internal::WriteHidden(in, message.initRoot<schema::Envelope>().initHidden());
+    EXPECT_EQ(MarshalHidden(in), MarshalEnvelope(message)) << resume_layer;
+  }
 }
 
 TEST(HiddenFrameTest, DigestCoversHeaderAndPayload) {
