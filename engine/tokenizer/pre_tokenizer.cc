@@ -169,6 +169,17 @@ Result<Behavior> ParseBehavior(const json& j, const std::string& where) {
   return Err(where + ".behavior", "unknown behavior \"" + s + "\"");
 }
 
+// True if `pattern` uses an escape whose meaning differs between the
+// crate's Oniguruma (Ruby syntax) and ICU.
+bool UsesOnigurumaOnlyEscape(const std::string& pattern) {
+  for (size_t i = 0; i + 1 < pattern.size(); ++i) {
+    if (pattern[i] != '\\') continue;
+    if (pattern[i + 1] == 'h' || pattern[i + 1] == 'H') return true;
+    ++i;  // skip the escaped character
+  }
+  return false;
+}
+
 Result<std::shared_ptr<const PreTokenizer>> ParseSplit(const json& j, const std::string& where) {
   auto pat = j.find("pattern");
   if (pat == j.end() || !pat->is_object() || pat->size() != 1) {
@@ -186,6 +197,9 @@ Result<std::shared_ptr<const PreTokenizer>> ParseSplit(const json& j, const std:
       quoted += c;
     }
     pattern = quoted.empty() ? "(?!)" : quoted;  // empty literal: no match
+  }
+  if (is_regex && UsesOnigurumaOnlyEscape(pattern)) {
+    return Err(where + ".pattern", "\\h and \\H are not supported (hex digit in Oniguruma, space in ICU)", true);
   }
   LOCKSTEP_ASSIGN_OR_RETURN(Behavior behavior, ParseBehavior(j, where));
   LOCKSTEP_ASSIGN_OR_RETURN(bool invert, GetBool(j, "invert", false, where));

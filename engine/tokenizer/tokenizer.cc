@@ -1,5 +1,6 @@
 #include "engine/tokenizer/tokenizer.h"
 
+#include <cassert>
 #include <fstream>
 
 #include <unicode/unistr.h>
@@ -196,6 +197,7 @@ Result<Tokenizer> Tokenizer::FromFile(const std::string& path) {
 }
 
 std::vector<uint32_t> Tokenizer::Encode(std::string_view text) const {
+  assert(text.size() < (size_t{1} << 30));  // ICU indexes UTF-16 with int32
   std::string repaired;
   if (!IsValidUtf8(text)) {
     repaired = LossyUtf8(text);

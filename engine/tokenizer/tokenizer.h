@@ -23,7 +23,12 @@
 // skipped, as the crate does.
 //
 // Thread-safety: all const methods may run concurrently. Copies are cheap
-// and share the immutable tables.
+// and share the immutable tables. A moved-from Tokenizer may only be
+// assigned to or destroyed.
+//
+// Unicode tables come from ICU; the crate uses Oniguruma's and Rust's. They
+// agree except possibly on code points assigned in the newest Unicode
+// version that only one of them knows.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +51,7 @@ class Tokenizer {
   static Result<Tokenizer> FromJson(std::string_view json, const std::string& source_name);
 
   // Raw BPE encode (no BOS/EOS); added/special token strings found in
-  // `text` become their single ids.
+  // `text` become their single ids. REQUIRES: text.size() < 2^30.
   std::vector<uint32_t> Encode(std::string_view text) const;
 
   // Always valid UTF-8.

@@ -120,6 +120,10 @@ TEST(TokenizerMalformed, PipelineComponents) {
     j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Split"}, {"pattern", {{"Regex", "a"}}},
                                               {"behavior", "Sideways"}, {"invert", false}};
   }, ErrorKind::kInvalid, "behavior");
+  ExpectError([](json& j) {
+    j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Split"}, {"pattern", {{"Regex", "\\h+"}}},
+                                              {"behavior", "Isolated"}, {"invert", false}};
+  }, ErrorKind::kUnimplemented, "pre_tokenizer.pretokenizers[0].pattern");
   ExpectError([](json& j) { j["pre_tokenizer"]["pretokenizers"].push_back({{"type", "Digits"}}); },
               ErrorKind::kUnimplemented, "after ByteLevel");
   ExpectError([](json& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; },
