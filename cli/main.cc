@@ -2,9 +2,11 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "cli/coordinator_command.h"
 #include "cli/make_model_command.h"
 #include "cli/run_command.h"
 #include "cli/selftest_command.h"
+#include "cli/worker_command.h"
 #include "engine/ops/fp_env.h"
 
 int main(int argc, char** argv) {
@@ -13,9 +15,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   cli::RunOptions run_opts;
   cli::MakeModelOptions make_opts;
+  cli::WorkerCommandOptions worker_opts;
+  cli::CoordinatorCommandOptions coordinator_opts;
   CLI::App* run = cli::AddRunCommand(app, run_opts);
   CLI::App* selftest = cli::AddSelftestCommand(app);
   CLI::App* make = cli::AddMakeModelCommand(app, make_opts);
+  CLI::App* worker = cli::AddWorkerCommand(app, worker_opts);
+  CLI::App* coordinator = cli::AddCoordinatorCommand(app, coordinator_opts);
   CLI11_PARSE(app, argc, argv);
 
   // §1.3: before any decode arithmetic, in this (the computing) thread.
@@ -26,5 +32,7 @@ int main(int argc, char** argv) {
   if (run->parsed()) return cli::RunRunCommand(run_opts);
   if (selftest->parsed()) return cli::RunSelftestCommand();
   if (make->parsed()) return cli::RunMakeModelCommand(make_opts);
+  if (worker->parsed()) return cli::RunWorkerCommand(worker_opts);
+  if (coordinator->parsed()) return cli::RunCoordinatorCommand(coordinator_opts);
   return 1;
 }

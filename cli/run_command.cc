@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/report.h"
+#include "cli/sharded_run.h"
 #include "engine/local_backend.h"
 #include "engine/model_loader.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -134,6 +135,7 @@ Status RunMonolithic(const RunOptions& o) {
 }  // namespace
 
 int RunRunCommand(const RunOptions& o) {
+  if (o.workers != 0 || !o.plan.empty()) return RunShardedCommand(o);
   Status st = RunMonolithic(o);
   if (!st.ok()) {
     std::cerr << "lockstep run: " << st.ToString() << "\n";

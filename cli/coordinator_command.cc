@@ -1,0 +1,61 @@
+#include "cli/coordinator_command.h"
+
+#include <iostream>
+
+#include "cli/sharded_run.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace lockstep::cli {
+namespace {
+
+Status RunCoordinator(const CoordinatorCommandOptions& o) {
+  LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(o.config));
+  zmq::context_t context(1);
+  LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg));
+  const ModelFiles& files = coordinator->model_files();
+  LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
+                            BuildRequest(o.run, files.tokenizer_path, files.has_tokenizer));
+  LOCKSTEP_ASSIGN_OR_RETURN(ClusterRun run, RunOnCluster(*coordinator, req, o.run.window));
+  std::optional<std::string> text;
+  if (files.has_tokenizer) {
+    if (auto tok = Tokenizer::FromFile(files.tokenizer_path); tok.ok()) {
+      text = tok->Decode(run.result.generated);
+    }
+  }
+  RunReport report{run.result, coordinator->seed(), text, coordinator->plan_text(),
+                   ClusterNotes(*coordinator, run)};
+  if (o.shutdown_workers) coordinator->ShutdownWorkers("coordinator finished");
+  if (o.run.json) {
+    PrintJson(report, std::cout);
+  } else {
+    PrintHuman(report, std::cout);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCommandOptions& o) {
+  CLI::App* cmd = app.add_subcommand("coordinator", "Decode on running workers (cluster config)");
+  cmd->add_option("--config", o.config, "Cluster config JSON (see configs/)")->required();
+  auto* prompt = cmd->add_option("--prompt", o.run.prompt, "Prompt text (needs tokenizer.json)");
+  auto* ids = cmd->add_option("--ids", o.run.ids, "Prompt token ids, comma separated");
+  prompt->excludes(ids);
+  cmd->add_option("--gen", o.run.gen, "Tokens to generate")->default_val(16);
+  cmd->add_flag("--json", o.run.json, "Print one JSON object");
+  cmd->add_option("--window", o.run.window, "Sliding window W for every layer (0 = none)");
+  cmd->add_option("--evict", o.run.evictions, "FROM:COUNT@STEP: evict a span after step STEP");
+  cmd->add_flag("--shutdown-workers", o.shutdown_workers, "Ask the workers to exit afterwards");
+  return cmd;
+}
+
+int RunCoordinatorCommand(const CoordinatorCommandOptions& o) {
+  Status st = RunCoordinator(o);
+  if (!st.ok()) {
+    std::cerr << "lockstep coordinator: " << st.ToString() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,61 @@
+#include "cli/worker_command.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <iostream>
+
+#include "engine/ops/fp_env.h"
+#include "worker/worker.h"
+
+namespace lockstep::cli {
+namespace {
+
+// The one worker of this process, for the signal handler (a lock-free
+// atomic store is async-signal-safe).
+std::atomic<Worker*> g_worker{nullptr};
+
+void OnSignal(int) {
+  if (Worker* w = g_worker.load()) w->Stop();
+}
+
+}  // namespace
+
+CLI::App* AddWorkerCommand(CLI::App& app, WorkerCommandOptions& o) {
+  CLI::App* cmd = app.add_subcommand("worker", "Serve pipeline stages for a coordinator");
+  cmd->add_option("--listen", o.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:5555 (port * = any)")
+      ->required();
+  cmd->add_option("--name", o.name, "Name used in messages (default worker@ENDPOINT)");
+  return cmd;
+}
+
+int RunWorkerCommand(const WorkerCommandOptions& o) {
+  // §1.3 self-test on this thread; the compute thread repeats it in Run.
+  if (const Status pin = ops::PinFpEnvironment(); !pin.ok()) {
+    std::cerr << "lockstep worker: refusing to serve: " << pin.ToString() << "\n";
+    return 1;
+  }
+  zmq::context_t context(1);
+  WorkerOptions options;
+  options.listen = o.listen;
+  options.name = o.name;
+  Result<std::unique_ptr<Worker>> worker = Worker::Create(context, std::move(options));
+  if (!worker.ok()) {
+    std::cerr << "lockstep worker: " << worker.status().ToString() << "\n";
+    return 1;
+  }
+  g_worker.store(worker->get());
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
+  signal(SIGPIPE, SIG_IGN);
+  std::cout << "lockstep worker listening on " << (*worker)->endpoint() << std::endl;
+  const Status st = (*worker)->Run();
+  g_worker.store(nullptr);
+  if (!st.ok()) {
+    std::cerr << "lockstep worker: " << st.ToString() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace lockstep::cli

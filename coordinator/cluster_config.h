@@ -1,0 +1,65 @@
+// The cluster config (configs/*.json) and pipeline plans.
+//
+//   {"model": "/models/smollm2",            // folder, as the workers see it
+//    "pins": {"weights_sha256": "..."},     // optional, as a manifest
+//    "workers": ["tcp://10.0.0.1:5555", ...],
+//    "plan": "auto" | [[0,10],[10,20],[20,30]],
+//    "heartbeat_ms": 250, "liveness": 8, "request_timeout_ms": 30000}
+//
+// A plan is one half-open layer range per worker, in pipeline order. It is
+// valid when it has exactly one non-empty range per worker, the ranges are
+// contiguous, and together they cover [0, num_layers) exactly. Plain data
+// and stateless functions; thread-safe.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/io/model_config.h"
+#include "engine/io/model_files.h"
+#include "engine/weights.h"
+
+namespace lockstep {
+
+struct LayerRange {
+  int lo = 0;  // first layer
+  int hi = 0;  // one past the last
+  bool operator==(const LayerRange&) const = default;
+};
+
+struct ClusterConfig {
+  std::string model_dir;
+  ModelPins pins;
+  std::vector<std::string> workers;  // endpoints, pipeline order
+  bool auto_plan = true;
+  std::vector<LayerRange> plan;      // when !auto_plan
+  std::chrono::milliseconds heartbeat{250};
+  int liveness = 8;                  // missed heartbeats before a worker is dead
+  std::chrono::milliseconds request_timeout{30000};
+};
+
+// Invalid naming the file and key for unknown keys, wrong types or values.
+Result<ClusterConfig> LoadClusterConfig(const std::string& path);
+Result<ClusterConfig> ParseClusterConfig(std::string_view json_text, const std::string& name);
+
+// "0:10,10:20,20:30" <-> ranges. Parse checks syntax only.
+Result<std::vector<LayerRange>> ParsePlanText(const std::string& text);
+std::string PlanText(const std::vector<LayerRange>& plan);
+
+// Invalid with a message naming the offending range (see file comment).
+Status ValidatePlan(const std::vector<LayerRange>& plan, int num_layers, size_t workers);
+
+// Contiguous non-empty ranges for `workers` stages minimising the largest
+// stage cost, where a layer costs its weight count twice (memory + one
+// multiply-add per weight and token), the first stage adds the embedding
+// table (memory only) and the last adds the LM head twice (memory + its
+// matmul). REQUIRES: 1 <= workers <= num_layers.
+std::vector<LayerRange> AutoPlan(const ModelConfig& cfg, size_t workers);
+
+// The plan (auto or explicit, validated) as StageSpecs with first/last set.
+Result<std::vector<StageSpec>> ResolvePlan(const ClusterConfig& cfg, const ModelConfig& model);
+
+}  // namespace lockstep

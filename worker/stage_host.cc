@@ -1,0 +1,261 @@
+#include "worker/stage_host.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "engine/ops/fp_env.h"
+
+namespace lockstep {
+namespace {
+
+std::string Range(uint32_t lo, uint32_t hi) {
+  return "[" + std::to_string(lo) + "," + std::to_string(hi) + ")";
+}
+
+// Mismatch naming the first differing artifact, or Ok.
+Status CompareHash(const char* what, const Digest& expected, const Digest& actual) {
+  if (expected == actual) return Status::Ok();
+  return MismatchError(std::string(what) + " differs: assigned " + ToHex(expected) +
+                       ", this worker's file has " + ToHex(actual));
+}
+
+}  // namespace
+
+uint64_t ResidentBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) != 0) continue;
+    std::istringstream fields(line.substr(6));
+    uint64_t kib = 0;
+    fields >> kib;
+    return kib * 1024;
+  }
+  return 0;
+}
+
+StageHost::StageHost(std::string worker_name, const ops::Kernels& kernels)
+    : name_(std::move(worker_name)), kernels_(kernels) {}
+
+std::string StageHost::Who() const {
+  if (!stage_) return "worker " + name_ + " (unassigned)";
+  return "worker " + name_ + " stage " + std::to_string(assign_.worker_index) + " layers " +
+         Range(assign_.layer_lo, assign_.layer_hi);
+}
+
+uint64_t StageHost::SessionOf(const wire::Message& m, bool* has) {
+  *has = true;
+  if (auto* p = std::get_if<wire::SessionOpen>(&m)) return p->session_id;
+  if (auto* p = std::get_if<wire::TokenInput>(&m)) return p->session_id;
+  if (auto* p = std::get_if<wire::HiddenFrame>(&m)) return p->session_id;
+  if (auto* p = std::get_if<wire::Evict>(&m)) return p->session_id;
+  if (auto* p = std::get_if<wire::Fork>(&m)) return p->new_session_id;
+  if (auto* p = std::get_if<wire::Release>(&m)) return p->session_id;
+  *has = false;
+  return 0;
+}
+
+void StageHost::Handle(const wire::Message& m, std::vector<Outgoing>* out) {
+  if (auto* a = std::get_if<wire::Assign>(&m)) return OnAssign(*a, out);
+  bool has_session = false;
+  const uint64_t session = SessionOf(m, &has_session);
+  Status st;
+  if (!stage_) {
+    st = InvalidError(std::string("'") + wire::MessageName(m) + "' before any Assign");
+  } else if (auto* p = std::get_if<wire::TokenInput>(&m)) {
+    st = OnTokens(*p, out);
+  } else if (auto* p = std::get_if<wire::HiddenFrame>(&m)) {
+    st = OnHidden(*p, out);
+  } else if (!has_session) {
+    st = InvalidError(std::string("unexpected '") + wire::MessageName(m) + "' message");
+  } else {
+    if (auto* p = std::get_if<wire::SessionOpen>(&m)) st = OnOpen(*p);
+    if (auto* p = std::get_if<wire::Evict>(&m)) st = OnEvict(*p);
+    if (auto* p = std::get_if<wire::Fork>(&m)) st = OnFork(*p);
+    if (auto* p = std::get_if<wire::Release>(&m)) OnRelease(*p);
+    Forward(m, out);  // later stages stay in step even when this one failed
+  }
+  if (!st.ok()) {
+    if (has_session) return FailSession(session, st, out);
+    Report(st, false, 0, out);
+  }
+}
+
+void StageHost::FailSession(uint64_t session_id, const Status& st, std::vector<Outgoing>* out) {
+  auto it = sessions_.find(session_id);
+  if (it != sessions_.end() && it->second.failed.ok()) it->second.failed = st;
+  Report(st, true, session_id, out);
+}
+
+void StageHost::Report(const Status& st, bool has_session, uint64_t session_id,
+                       std::vector<Outgoing>* out) const {
+  wire::ErrorReport r;
+  r.kind = st.kind() == ErrorKind::kOk ? ErrorKind::kInternal : st.kind();
+  r.message = Who() + ": " + st.message();
+  r.has_session = has_session;
+  r.session_id = session_id;
+  out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(r), "", has_session,
+                          session_id});
+}
+
+void StageHost::Forward(const wire::Message& m, std::vector<Outgoing>* out) const {
+  if (assign_.is_last) return;
+  bool has = false;
+  const uint64_t session = SessionOf(m, &has);
+  out->push_back(
+      Outgoing{Outgoing::To::kNextStage, wire::MarshalMessage(m), "", has, session});
+}
+
+// ---- assignment -------------------------------------------------------------
+
+void StageHost::OnAssign(const wire::Assign& m, std::vector<Outgoing>* out) {
+  stage_.reset();
+  sessions_.clear();
+  assign_ = m;
+  Status st = LoadAssignment(m, out);
+  if (!st.ok()) {
+    stage_.reset();
+    Report(st.WithContext("assign layers " + Range(m.layer_lo, m.layer_hi)), false, 0, out);
+  }
+}
+
+Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* out) {
+  LOCKSTEP_RETURN_IF_ERROR(ops::PinFpEnvironment());
+  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(m.model_dir, ModelPins{}));
+  wire::Hello hello;
+  hello.worker_id = name_;
+  hello.weights_sha256 = model.hashes.weights;
+  hello.config_sha256 = model.hashes.config;
+  hello.tokenizer_sha256 = model.hashes.tokenizer;
+  hello.table_digest = model.table_digest;
+  hello.inv_freq_table_digest = model.inv_freq_table_digest;
+  hello.isa = ops::IsaName() + "/" + kernels_.name;
+  out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(hello), "", false, 0});
+  LOCKSTEP_RETURN_IF_ERROR(
+      CompareHash("weights_sha256", m.expected_weights_sha256, model.hashes.weights));
+  LOCKSTEP_RETURN_IF_ERROR(
+      CompareHash("config_sha256", m.expected_config_sha256, model.hashes.config));
+  LOCKSTEP_RETURN_IF_ERROR(
+      CompareHash("tokenizer_sha256", m.expected_tokenizer_sha256, model.hashes.tokenizer));
+  const StageSpec spec{static_cast<int>(m.layer_lo), static_cast<int>(m.layer_hi), m.is_first,
+                       m.is_last};
+  LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(model.config, spec));
+  if (!m.is_last && m.next_hop.empty()) return InvalidError("no next hop for a non-last stage");
+  LOCKSTEP_ASSIGN_OR_RETURN(stage_, LoadStage(model, spec, kernels_));
+  // `model` (and its mmap of the whole file) goes away here: only this
+  // stage's widened tensors stay resident.
+  if (!m.is_last) out->push_back(Outgoing{Outgoing::To::kConnectNext, {}, m.next_hop, false, 0});
+  wire::AssignAck ack{m.worker_index, m.layer_lo, m.layer_hi, 0};
+  out->push_back(Outgoing{Outgoing::To::kCoordinator, {}, "", false, 0});
+  // Measured after the OpenModel above is released (end of scope is too
+  // late to include in the ack), so unmap explicitly first.
+  model.weights.reset();
+  ack.resident_bytes = ResidentBytes();
+  out->back().frame = wire::MarshalMessage(ack);
+  return Status::Ok();
+}
+
+// ---- sessions ---------------------------------------------------------------
+
+Result<StageHost::Session*> StageHost::Find(uint64_t session_id) {
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) {
+    return InvalidError("unknown session " + std::to_string(session_id));
+  }
+  if (!it->second.failed.ok()) {
+    return Status(it->second.failed.kind(), "session " + std::to_string(session_id) +
+                                                " failed earlier: " + it->second.failed.message());
+  }
+  return &it->second;
+}
+
+Status StageHost::OnOpen(const wire::SessionOpen& m) {
+  if (sessions_.count(m.session_id)) {
+    return InvalidError("session " + std::to_string(m.session_id) + " is already open");
+  }
+  KvCache cache = stage_->NewCache();
+  const int layers = stage_->config().num_layers;
+  const wire::WindowSpec& w = m.window;
+  if (w.kind == wire::WindowSpec::Kind::kPerLayer &&
+      w.per_layer.size() != static_cast<size_t>(layers)) {
+    return InvalidError("window list has " + std::to_string(w.per_layer.size()) +
+                        " entries for a model of " + std::to_string(layers) + " layers");
+  }
+  for (int l = cache.lo(); l < cache.hi(); ++l) {
+    uint32_t window = 0;
+    if (w.kind == wire::WindowSpec::Kind::kGlobal) window = w.global;
+    if (w.kind == wire::WindowSpec::Kind::kPerLayer) window = w.per_layer[static_cast<size_t>(l)];
+    if (window > static_cast<uint32_t>(INT32_MAX)) return InvalidError("window too large");
+    LOCKSTEP_RETURN_IF_ERROR(cache.SetWindow(l, static_cast<int>(window)));
+  }
+  sessions_.try_emplace(m.session_id, std::move(cache));
+  return Status::Ok();
+}
+
+Status StageHost::OnEvict(const wire::Evict& m) {
+  LOCKSTEP_ASSIGN_OR_RETURN(Session * s, Find(m.session_id));
+  return s->cache.Evict(m.from, m.count);
+}
+
+Status StageHost::OnFork(const wire::Fork& m) {
+  if (sessions_.count(m.new_session_id)) {
+    return InvalidError("fork: session " + std::to_string(m.new_session_id) + " already exists");
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(Session * src, Find(m.source_session_id));
+  sessions_.try_emplace(m.new_session_id, src->cache.Clone());
+  return Status::Ok();
+}
+
+Status StageHost::CheckPosition(const Session& s, uint32_t first_position) const {
+  if (first_position == s.cache.size()) return Status::Ok();
+  return InvalidError("first_position " + std::to_string(first_position) +
+                      " does not follow this stage's cache of " +
+                      std::to_string(s.cache.size()) + " entries");
+}
+
+Status StageHost::OnTokens(const wire::TokenInput& m, std::vector<Outgoing>* out) {
+  if (!assign_.is_first) return InvalidError("token input sent to a stage that is not first");
+  if (m.token_ids.empty()) return InvalidError("token input without tokens");
+  LOCKSTEP_ASSIGN_OR_RETURN(Session * s, Find(m.session_id));
+  LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position));
+  LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
+  return ForwardAndEmit(*s, m.session_id, m.step, m.first_position, m.token_ids.size(), out);
+}
+
+Status StageHost::OnHidden(const wire::HiddenFrame& m, std::vector<Outgoing>* out) {
+  if (observe_hidden_) observe_hidden_(m);
+  LOCKSTEP_ASSIGN_OR_RETURN(Session * s, Find(m.session_id));
+  if (assign_.is_first) return InvalidError("hidden frame sent to the first stage");
+  if (m.hidden != stage_->hidden()) {
+    return InvalidError("hidden frame width " + std::to_string(m.hidden) + ", model width " +
+                        std::to_string(stage_->hidden()));
+  }
+  if (m.resume_layer != assign_.layer_lo) {
+    return InvalidError("hidden frame resumes at layer " + std::to_string(m.resume_layer) +
+                        " but this stage starts at layer " + std::to_string(assign_.layer_lo));
+  }
+  LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position));
+  hidden_.assign(m.payload.begin(), m.payload.end());
+  return ForwardAndEmit(*s, m.session_id, m.step, m.first_position, m.seq, out);
+}
+
+Status StageHost::ForwardAndEmit(Session& s, uint64_t session_id, uint32_t step,
+                                 uint32_t first_pos, size_t n, std::vector<Outgoing>* out) {
+  LOCKSTEP_RETURN_IF_ERROR(stage_->Forward(hidden_, first_pos, s.cache));
+  const size_t h = stage_->hidden();
+  if (assign_.is_last) {
+    wire::Logits logits{session_id, step, static_cast<uint32_t>(stage_->vocab()), {}};
+    logits.payload.resize(stage_->vocab());
+    stage_->Logits(std::span<const float>(hidden_.data() + (n - 1) * h, h), logits.payload);
+    out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(logits), "", true,
+                            session_id});
+    return Status::Ok();
+  }
+  wire::HiddenFrame frame{session_id, step,           first_pos, static_cast<uint32_t>(n),
+                          static_cast<uint32_t>(h), assign_.layer_hi, hidden_};
+  out->push_back(
+      Outgoing{Outgoing::To::kNextStage, wire::MarshalHidden(frame), "", true, session_id});
+  return Status::Ok();
+}
+
+}  // namespace lockstep

@@ -1,0 +1,104 @@
+// StageHost: the compute side of a worker — the assigned Stage, and one
+// KvCache per session for the layers [lo, hi) it serves. It turns each
+// incoming protocol message into the messages to send (Outgoing) and never
+// touches a socket, so the worker's I/O thread stays free for heartbeats
+// while a long prefill runs.
+//
+// Per-session order: the coordinator sends every message of a session to
+// the first stage; each stage applies it and forwards it to the next over
+// one FIFO link, so SessionOpen/Evict/Fork/Release and hidden frames reach
+// every stage in the order the coordinator issued them.
+//
+// Errors on a session become an ErrorReport to the coordinator (naming the
+// worker, stage and layers) and mark the session failed; the host itself
+// keeps serving. Thread-compatible: one compute thread owns a StageHost,
+// which must have pinned the FP environment (§1.3). `kernels` must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/kv_cache.h"
+#include "engine/model_loader.h"
+#include "engine/ops/kernels.h"
+#include "engine/stage.h"
+#include "wire/messages.h"
+
+namespace lockstep {
+
+// One message a StageHost wants sent, or a link it wants opened.
+struct Outgoing {
+  enum class To { kCoordinator, kNextStage, kConnectNext };
+  To to = To::kCoordinator;
+  wire::Frame frame;       // kCoordinator, kNextStage
+  std::string endpoint;    // kConnectNext: the next stage's endpoint
+  bool has_session = false;
+  uint64_t session_id = 0;  // for reporting a failed send
+};
+
+class StageHost {
+ public:
+  StageHost(std::string worker_name, const ops::Kernels& kernels);
+
+  // Test hook: sees every hidden frame after it decoded and verified.
+  void set_observe_hidden_for_testing(std::function<void(const wire::HiddenFrame&)> f) {
+    observe_hidden_ = std::move(f);
+  }
+
+  // Applies one message (Assign, SessionOpen, TokenInput, HiddenFrame,
+  // Evict, Fork, Release); appends what to send, in order, to *out.
+  void Handle(const wire::Message& message, std::vector<Outgoing>* out);
+
+  // Marks a session failed and reports `status` for it (e.g. a frame for
+  // it arrived corrupt).
+  void FailSession(uint64_t session_id, const Status& status, std::vector<Outgoing>* out);
+
+  // "worker NAME stage K layers [lo,hi)" (or "worker NAME (unassigned)").
+  std::string Who() const;
+  size_t session_count() const { return sessions_.size(); }
+
+ private:
+  struct Session {
+    explicit Session(KvCache c) : cache(std::move(c)) {}
+    KvCache cache;
+    Status failed;  // sticky: every later request of the session reports it
+  };
+
+  void OnAssign(const wire::Assign& m, std::vector<Outgoing>* out);
+  Status LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* out);
+  Status OnOpen(const wire::SessionOpen& m);
+  Status OnTokens(const wire::TokenInput& m, std::vector<Outgoing>* out);
+  Status OnHidden(const wire::HiddenFrame& m, std::vector<Outgoing>* out);
+  Status OnEvict(const wire::Evict& m);
+  Status OnFork(const wire::Fork& m);
+  void OnRelease(const wire::Release& m) { sessions_.erase(m.session_id); }
+
+  // The session, or an error if it is unknown or failed.
+  Result<Session*> Find(uint64_t session_id);
+  // Runs the stage's layers over hidden_ and emits the hidden frame or logits.
+  Status ForwardAndEmit(Session& s, uint64_t session_id, uint32_t step, uint32_t first_pos,
+                        size_t n, std::vector<Outgoing>* out);
+  Status CheckPosition(const Session& s, uint32_t first_position) const;
+  void Forward(const wire::Message& message, std::vector<Outgoing>* out) const;
+  void Report(const Status& st, bool has_session, uint64_t session_id,
+              std::vector<Outgoing>* out) const;
+  static uint64_t SessionOf(const wire::Message& message, bool* has);
+
+  std::string name_;
+  const ops::Kernels& kernels_;
+  std::function<void(const wire::HiddenFrame&)> observe_hidden_;
+  wire::Assign assign_;                  // current assignment
+  std::unique_ptr<Stage> stage_;         // null until an Assign loaded
+  std::map<uint64_t, Session> sessions_;
+  std::vector<float> hidden_;            // [n][hidden] scratch residual stream
+};
+
+// The process's resident set size (VmRSS) in bytes; 0 if unreadable.
+uint64_t ResidentBytes();
+
+}  // namespace lockstep

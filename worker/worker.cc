@@ -1,0 +1,191 @@
+#include "worker/worker.h"
+
+#include <iostream>
+#include <unistd.h>
+
+#include "engine/ops/fp_env.h"
+#include "wire/envelope.h"
+
+namespace lockstep {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr milliseconds kPollInterval{50};  // bounds how long Stop() takes
+constexpr int kMaxReceivesPerWake = 64;
+
+}  // namespace
+
+Result<std::unique_ptr<Worker>> Worker::Create(zmq::context_t& context, WorkerOptions options) {
+  LOCKSTEP_ASSIGN_OR_RETURN(wire::Server server,
+                            wire::Server::Bind(context, options.listen, options.transport));
+  if (options.name.empty()) options.name = "worker@" + server.endpoint();
+  if (options.kernels == nullptr) options.kernels = &ops::ScalarKernels();
+  return std::unique_ptr<Worker>(new Worker(context, std::move(options), std::move(server)));
+}
+
+Worker::Worker(zmq::context_t& context, WorkerOptions options, wire::Server server)
+    : context_(context),
+      options_(std::move(options)),
+      server_(std::move(server)),
+      endpoint_(server_.endpoint()) {}
+
+Worker::~Worker() {
+  if (compute_.joinable()) {
+    inbox_.Push(Work{Work::Kind::kStop, {}, 0, {}});
+    compute_.join();
+  }
+}
+
+void Worker::Log(const std::string& line) const {
+  std::cerr << "lockstep worker " << options_.name << ": " << line << "\n";
+}
+
+Status Worker::Run() {
+  if (!inbox_.ok() || !outbox_.ok()) return IoError("eventfd failed: " + options_.name);
+  std::promise<Status> pinned;
+  std::future<Status> pin_result = pinned.get_future();
+  compute_ = std::thread([this, &pinned] { ComputeMain(&pinned); });
+  Status pin = pin_result.get();
+  if (!pin.ok()) {
+    compute_.join();
+    return pin.WithContext("refusing to serve (" + options_.name + ")");
+  }
+  ServeLoop();
+  inbox_.Push(Work{Work::Kind::kStop, {}, 0, {}});
+  compute_.join();
+  return Status::Ok();
+}
+
+// ---- compute thread ---------------------------------------------------------
+
+void Worker::ComputeMain(std::promise<Status>* pinned) {
+  const Status pin = ops::PinFpEnvironment();  // §1.3, this thread computes
+  pinned->set_value(pin);
+  if (!pin.ok()) return;
+  StageHost host(options_.name, *options_.kernels);
+  if (options_.observe_hidden_for_testing) {
+    host.set_observe_hidden_for_testing(options_.observe_hidden_for_testing);
+  }
+  std::vector<Outgoing> out;
+  for (;;) {
+    std::optional<Work> work = inbox_.PopWait(milliseconds(500));
+    if (!work) continue;
+    if (work->kind == Work::Kind::kStop) return;
+    out.clear();
+    if (work->kind == Work::Kind::kFail) {
+      host.FailSession(work->session_id, work->failure, &out);
+    } else {
+      host.Handle(work->message, &out);
+    }
+    for (Outgoing& o : out) outbox_.Push(std::move(o));
+  }
+}
+
+// ---- I/O thread -------------------------------------------------------------
+
+void Worker::ServeLoop() {
+  while (!stop_.load()) {
+    zmq_pollitem_t items[3] = {
+        {server_.socket().handle(), 0, ZMQ_POLLIN, 0},
+        {nullptr, outbox_.fd(), ZMQ_POLLIN, 0},
+        {next_ ? next_->socket().handle() : nullptr, -1, ZMQ_POLLIN, 0},
+    };
+    const int count = next_ ? 3 : 2;
+    if (zmq_poll(items, count, static_cast<long>(kPollInterval.count())) < 0) {
+      if (zmq_errno() == ETERM) return;
+      continue;  // EINTR
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      for (int i = 0; i < kMaxReceivesPerWake && !stop_.load(); ++i) {
+        Result<wire::Incoming> in = server_.Receive(milliseconds(0));
+        if (!in.ok()) {
+          if (in.status().kind() != ErrorKind::kTimeout) Log(in.status().ToString());
+          break;
+        }
+        OnIncoming(*in);
+      }
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      for (Outgoing& o : outbox_.Drain()) Deliver(o);
+    }
+    if (count == 3 && (items[2].revents & ZMQ_POLLIN)) {
+      (void)next_->Receive(milliseconds(0));  // the next stage never talks back; drop
+    }
+  }
+}
+
+void Worker::OnIncoming(const wire::Incoming& in) {
+  Result<wire::Message> parsed = wire::ParseMessage(in.bytes());
+  if (!parsed.ok()) return OnUnparsable(in, parsed.status());
+  wire::Message& m = *parsed;
+  if (auto* hb = std::get_if<wire::Heartbeat>(&m)) {
+    const wire::Heartbeat reply{hb->sequence, options_.name};
+    (void)server_.Send(in.peer, wire::MarshalMessage(reply));
+    return;
+  }
+  if (std::holds_alternative<wire::Shutdown>(m)) {
+    Log("shutdown requested by " + in.peer + ": " + std::get<wire::Shutdown>(m).reason);
+    stop_.store(true);
+    return;
+  }
+  if (std::holds_alternative<wire::Assign>(m)) {
+    coordinator_peer_ = in.peer;
+    next_.reset();  // a new assignment gets a new next hop
+  }
+  inbox_.Push(Work{Work::Kind::kMessage, std::move(m), 0, {}});
+}
+
+// A frame that failed to decode (a flipped bit fails the digest check):
+// fail its session when the envelope still names one.
+void Worker::OnUnparsable(const wire::Incoming& in, const Status& st) {
+  const Status named = st.WithContext("frame from peer '" + in.peer + "'");
+  Result<wire::ParsedEnvelope> env = wire::ParseEnvelope(in.bytes());
+  if (env.ok() && env->which() == wire::schema::Envelope::HIDDEN) {
+    const uint64_t session = env->root().getHidden().getSessionId();
+    inbox_.Push(Work{Work::Kind::kFail, {}, session, named});
+    return;
+  }
+  ReportToCoordinator(named, false, 0);
+}
+
+void Worker::ReportToCoordinator(const Status& st, bool has_session, uint64_t session_id) {
+  Log(st.ToString());
+  if (coordinator_peer_.empty()) return;
+  wire::ErrorReport r{st.kind() == ErrorKind::kOk ? ErrorKind::kInternal : st.kind(),
+                      options_.name + ": " + st.message(), has_session, session_id};
+  const Status sent = server_.Send(coordinator_peer_, wire::MarshalMessage(r));
+  if (!sent.ok()) Log("cannot report to the coordinator: " + sent.ToString());
+}
+
+void Worker::Deliver(Outgoing& o) {
+  Status st;
+  switch (o.to) {
+    case Outgoing::To::kConnectNext: {
+      const std::string identity = "stage-of-" + options_.name + "-" + std::to_string(getpid());
+      Result<wire::Client> c =
+          wire::Client::Connect(context_, o.endpoint, identity, options_.next_hop_transport);
+      if (c.ok()) {
+        next_.emplace(std::move(c).value());
+        next_endpoint_ = o.endpoint;
+        return;
+      }
+      st = c.status().WithContext("connect to next stage " + o.endpoint);
+      break;
+    }
+    case Outgoing::To::kNextStage:
+      st = next_ ? next_->Send(o.frame) : InternalError("no next stage connected");
+      if (!st.ok()) st = st.WithContext("send to next stage " + next_endpoint_);
+      break;
+    case Outgoing::To::kCoordinator:
+      if (coordinator_peer_.empty()) return;
+      st = server_.Send(coordinator_peer_, o.frame);
+      if (!st.ok()) {
+        Log("cannot reach the coordinator: " + st.ToString());
+        return;
+      }
+      break;
+  }
+  if (!st.ok()) ReportToCoordinator(st, o.has_session, o.session_id);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,100 @@
+// Worker: the daemon that serves one pipeline stage (docs/runtime.md).
+//
+// Two threads. The I/O thread (the caller of Run) owns every socket: the
+// ROUTER it listens on (the coordinator and the previous stage connect to
+// it) and, once assigned, a DEALER to the next stage. It answers
+// heartbeats at once, verifies frames as they arrive, and hands messages
+// to the compute thread, which owns the StageHost (model, KV caches) and
+// pins FTZ/DAZ before any arithmetic (§1.3). Results travel back through a
+// Mailbox; the I/O thread sends them. Hidden frames go straight to the
+// next stage, logits and error reports to the coordinator that assigned
+// the stage.
+//
+// Failure semantics: a bad frame, unknown session or failed forward pass
+// is reported to the coordinator as an ErrorReport; the daemon keeps
+// serving. Only Shutdown from a peer, or Stop(), ends Run.
+//
+// Thread-safety: Stop() may be called from any thread; everything else
+// from the thread that calls Run. The zmq context must outlive the Worker.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <zmq.hpp>
+
+#include "base/status.h"
+#include "engine/ops/kernels.h"
+#include "wire/messages.h"
+#include "wire/transport.h"
+#include "worker/mailbox.h"
+#include "worker/stage_host.h"
+
+namespace lockstep {
+
+struct WorkerOptions {
+  std::string listen;                // e.g. "tcp://0.0.0.0:5555", "tcp://127.0.0.1:*"
+  std::string name;                  // for messages; default "worker@<bound endpoint>"
+  wire::TransportOptions transport;  // the listening ROUTER
+  wire::TransportOptions next_hop_transport;  // the DEALER to the next stage
+  const ops::Kernels* kernels = nullptr;      // default: ops::ScalarKernels()
+  // Test hook, called on the compute thread with every verified hidden frame.
+  std::function<void(const wire::HiddenFrame&)> observe_hidden_for_testing;
+};
+
+class Worker {
+ public:
+  // Binds the listening socket. Io if the endpoint is in use.
+  static Result<std::unique_ptr<Worker>> Create(zmq::context_t& context, WorkerOptions options);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // The bound endpoint, ephemeral port resolved.
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& name() const { return options_.name; }
+
+  // Starts the compute thread (which pins FTZ/DAZ and runs the §1.3
+  // self-test; on failure Run returns that error without serving), then
+  // serves until Shutdown or Stop(). Returns Ok on a clean stop.
+  Status Run();
+  void Stop() { stop_.store(true); }
+
+ private:
+  struct Work {
+    enum class Kind { kMessage, kFail, kStop };
+    Kind kind = Kind::kMessage;
+    wire::Message message;
+    uint64_t session_id = 0;  // kFail
+    Status failure;           // kFail
+  };
+
+  Worker(zmq::context_t& context, WorkerOptions options, wire::Server server);
+  void ComputeMain(std::promise<Status>* pinned);
+  void ServeLoop();
+  void OnIncoming(const wire::Incoming& in);
+  void OnUnparsable(const wire::Incoming& in, const Status& st);
+  void Deliver(Outgoing& o);
+  void ReportToCoordinator(const Status& st, bool has_session, uint64_t session_id);
+  void Log(const std::string& line) const;
+
+  zmq::context_t& context_;
+  WorkerOptions options_;
+  wire::Server server_;
+  std::string endpoint_;
+  std::optional<wire::Client> next_;   // DEALER to the next stage, once assigned
+  std::string next_endpoint_;
+  std::string coordinator_peer_;       // ROUTER identity of the assigning coordinator
+  Mailbox<Work> inbox_;                // I/O -> compute
+  Mailbox<Outgoing> outbox_;           // compute -> I/O
+  std::thread compute_;
+  std::atomic<bool> stop_{false};
+  uint64_t heartbeat_seq_ = 0;
+};
+
+}  // namespace lockstep
