@@ -7,7 +7,7 @@
 namespace lockstep {
 namespace {
 
-constexpr uint32_t kMaxId = 1u << 26;      // refuse absurd ids (memory)
+constexpr size_t kMaxId = size_t{1} << 26;  // refuse absurd ids (memory)
 constexpr size_t kMaxCachedWordBytes = 256;  // as the crate's cache
 
 struct Symbol {
@@ -35,11 +35,14 @@ Result<BpeModel> BpeModel::Build(
     BpeOptions options, const std::string& where) {
   BpeModel m;
   m.options_ = std::move(options);
+  // Ids index a table, so refuse sparse ones that would make it huge.
+  const size_t max_bound = std::min<size_t>(kMaxId, 2 * vocab.size() + (1u << 16));
   uint32_t bound = 0;
   for (const auto& [token, id] : vocab) {
-    if (id >= kMaxId) {
+    if (id >= max_bound) {
       return InvalidError(where + ".vocab[\"" + token + "\"]: id " + std::to_string(id) +
-                          " is implausibly large");
+                          " is implausibly large for " + std::to_string(vocab.size()) +
+                          " entries");
     }
     bound = std::max(bound, id + 1);
   }

@@ -180,9 +180,13 @@ Result<std::shared_ptr<Tokenizer::Impl>> Build(TokenizerDoc doc, const std::stri
 }  // namespace
 
 Result<Tokenizer> Tokenizer::FromJson(std::string_view json_text, const std::string& source_name) {
-  LOCKSTEP_ASSIGN_OR_RETURN(TokenizerDoc doc, ParseTokenizerJson(json_text, source_name));
-  LOCKSTEP_ASSIGN_OR_RETURN(auto impl, Build(std::move(doc), source_name));
-  return Tokenizer(std::move(impl));
+  try {
+    LOCKSTEP_ASSIGN_OR_RETURN(TokenizerDoc doc, ParseTokenizerJson(json_text, source_name));
+    LOCKSTEP_ASSIGN_OR_RETURN(auto impl, Build(std::move(doc), source_name));
+    return Tokenizer(std::move(impl));
+  } catch (const std::exception& e) {  // allocation failure; JSON errors are handled inside
+    return InternalError(source_name + ": loading failed: " + e.what());
+  }
 }
 
 Result<Tokenizer> Tokenizer::FromFile(const std::string& path) {

@@ -2,6 +2,7 @@
 // the right kind naming the file and the field, never a crash or a silently
 // different tokenization.
 #include <functional>
+#include <random>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -134,6 +135,42 @@ TEST(TokenizerMalformed, PipelineComponents) {
   ExpectError([](json& j) { j["padding"] = {{"strategy", "BatchLongest"}}; }, ErrorKind::kUnimplemented,
               "padding");
   ExpectError([](json& j) { j["version"] = "2.0"; }, ErrorKind::kInvalid, "version");
+}
+
+// Seeded damage to a valid file: truncation, byte flips, deleted ranges.
+// Loading must return (ok or an error), and whatever loads must encode.
+TEST(TokenizerMalformed, SeededDamageNeverCrashes) {
+  const std::string good = SyntheticTokenizerJson(300, 3).value();
+  std::mt19937_64 rng(99);
+  int loaded = 0, refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::string bad = good;
+    switch (rng() % 3) {
+      case 0: bad.resize(rng() % bad.size()); break;
+      case 1:
+        for (int k = 0; k < 4; ++k) bad[rng() % bad.size()] = static_cast<char>(rng() % 256);
+        break;
+      default: {
+        const size_t at = rng() % bad.size();
+        bad.erase(at, rng() % 64);
+      }
+    }
+    auto t = Tokenizer::FromJson(bad, "damaged.json");
+    if (!t.ok()) {
+      ++refused;
+      EXPECT_NE(t.status().message().find("damaged.json"), std::string::npos);
+      continue;
+    }
+    ++loaded;
+    for (uint32_t id : t->Encode("Once upon a time, 42 <|im_end|>!")) EXPECT_LT(id, t->vocab_size());
+  }
+  EXPECT_GT(refused, 100);
+  EXPECT_EQ(loaded + refused, 300);
+}
+
+TEST(TokenizerMalformed, SparseHugeIdsAreRefused) {
+  ExpectError([](json& j) { j["model"]["vocab"]["zzz"] = 4000000000u; }, ErrorKind::kInvalid,
+              "model.vocab[\"zzz\"]");
 }
 
 TEST(TokenizerMalformed, SupportedVariantsLoad) {
