@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/ops/packed_matrix.h"
+
 namespace lockstep::ops {
 
 struct Kernels {
@@ -21,6 +23,16 @@ struct Kernels {
   // w: [rows][cols]; x: [n_tok][cols]; y: [n_tok][rows].
   void (*matmul)(const float* w, size_t rows, size_t cols,
                  const float* x, size_t n_tok, float* y);
+  // The same product over a PackedMatrix (f32 or bf16), for the rows of
+  // panels [p0, p1) only: y[t*y_stride + r] = dot_seq(w[r][:], x[t][:])
+  // for t < n_tok and p0*kPanelRows <= r < min(p1*kPanelRows, rows).
+  // x: [n_tok][w.cols()]. Disjoint panel ranges may run on different threads.
+  void (*matmul_packed)(const PackedMatrix& w, size_t p0, size_t p1, const float* x,
+                        size_t n_tok, float* y, size_t y_stride);
+  // AttendHead (below), vectorised across key positions for the scores and
+  // across head dims for the V-mix; each output still one sequential sum.
+  void (*attend_head)(const float* q, const float* k, const float* v, size_t stride,
+                      size_t n_keys, size_t head_dim, float scale, float* scores, float* out);
 };
 
 // §5.1 / §5.3 reference reductions.

@@ -1,5 +1,7 @@
 #include "engine/ops/kernels.h"
 
+#include <algorithm>
+
 #include "engine/ops/pinned_math.h"
 
 namespace lockstep::ops {
@@ -95,10 +97,28 @@ void MatMulScalar(const float* w, size_t rows, size_t cols,
   }
 }
 
+// The reference for packed weights: one row at a time, w[r][k] read
+// through PackedMatrix::At (the §4.1 widening for bf16).
+void MatmulPackedScalar(const PackedMatrix& w, size_t p0, size_t p1, const float* x,
+                        size_t n_tok, float* y, size_t y_stride) {
+  const size_t cols = w.cols();
+  const size_t r1 = std::min(p1 * kPanelRows, w.rows());
+  for (size_t t = 0; t < n_tok; ++t) {
+    for (size_t r = p0 * kPanelRows; r < r1; ++r) {
+      float acc = 0.0f;
+      for (size_t k = 0; k < cols; ++k) {
+        const float p = w.At(r, k) * x[t * cols + k];
+        acc = acc + p;
+      }
+      y[t * y_stride + r] = acc;
+    }
+  }
+}
+
 }  // namespace
 
 const Kernels& ScalarKernels() {
-  static const Kernels k{"scalar", &MatMulScalar};
+  static const Kernels k{"scalar", &MatMulScalar, &MatmulPackedScalar, &AttendHead};
   return k;
 }
 

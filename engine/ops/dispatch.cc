@@ -1,0 +1,47 @@
+#include "engine/ops/dispatch.h"
+
+#include "engine/ops/kernels_isa.h"
+
+namespace lockstep::ops {
+namespace {
+
+#if defined(__x86_64__)
+bool HasAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+}
+bool HasAvx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
+#endif
+
+}  // namespace
+
+const Kernels* KernelsByName(std::string_view name) {
+  if (name == "auto") return &BestKernels();
+  if (name == "scalar") return &ScalarKernels();
+#if defined(__x86_64__)
+  if (name == "avx2" && HasAvx2()) return &Avx2Kernels();
+  if (name == "avx512" && HasAvx512()) return &Avx512Kernels();
+#endif
+#if defined(__aarch64__)
+  if (name == "neon") return &NeonKernels();
+#endif
+  return nullptr;
+}
+
+std::vector<std::string> AvailableIsas() {
+  std::vector<std::string> out;
+  for (const char* n : {"scalar", "avx2", "avx512", "neon"}) {
+    if (KernelsByName(n) != nullptr) out.push_back(n);
+  }
+  return out;
+}
+
+const Kernels& BestKernels() {
+  static const Kernels* best = KernelsByName(AvailableIsas().back());
+  return *best;
+}
+
+}  // namespace lockstep::ops

@@ -1,0 +1,80 @@
+// PackedMatrix: a linear layer's [rows][cols] weight in the panel layout
+// every matmul kernel reads (CIS-2 §5.2 row dots, laid out for SIMD lanes).
+//
+// Layout: ceil(rows / kPanelRows) panels; panel p holds, for k = 0..cols-1,
+// the kPanelRows values w[p*kPanelRows + i][k], i = 0..kPanelRows-1,
+// contiguously. So a kernel that gives each SIMD lane one row reads one
+// contiguous stream per panel and sums each row strictly in k order.
+// Rows past `rows` in the last panel are zero and never stored to outputs.
+//
+// Element type: f32, or bf16 bits kept as loaded (§4.1). A bf16 element is
+// widened in registers by the literal shift (b << 16), which gives exactly
+// the f32 that widen-at-load (§4.2) gives, so results are bit-identical and
+// the bytes streamed per token halve.
+//
+// Move-only, immutable after construction, thread-safe to read. Storage is
+// 64-byte aligned (huge pages advised when large).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace lockstep::ops {
+
+inline constexpr size_t kPanelRows = 32;
+
+enum class WeightType : uint8_t { kF32, kBf16 };
+
+class PackedMatrix {
+ public:
+  PackedMatrix() = default;
+  PackedMatrix(PackedMatrix&&) noexcept = default;
+  PackedMatrix& operator=(PackedMatrix&&) noexcept = default;
+
+  // From row-major f32 w[rows][cols].
+  static PackedMatrix FromF32(const float* w, size_t rows, size_t cols);
+  // From row-major little-endian bf16 bytes (2*rows*cols of them, any
+  // alignment): kept as bf16 when type == kBf16, widened by §4.1 when kF32.
+  static PackedMatrix FromBf16Bytes(std::span<const uint8_t> bytes, size_t rows, size_t cols,
+                                    WeightType type);
+
+  size_t rows() const { return rows_; }
+  size_t cols() const { return cols_; }
+  size_t panels() const { return (rows_ + kPanelRows - 1) / kPanelRows; }
+  WeightType type() const { return type_; }
+  bool empty() const { return rows_ == 0; }
+  // Bytes of weight storage streamed by one pass over the matrix.
+  size_t bytes() const { return panels() * kPanelRows * cols_ * ElementBytes(); }
+  size_t ElementBytes() const { return type_ == WeightType::kF32 ? 4 : 2; }
+
+  // Panel p: [cols][kPanelRows]. REQUIRES the matching type(), p < panels().
+  const float* f32_panel(size_t p) const {
+    return reinterpret_cast<const float*>(data_.get()) + p * kPanelRows * cols_;
+  }
+  const uint16_t* bf16_panel(size_t p) const {
+    return reinterpret_cast<const uint16_t*>(data_.get()) + p * kPanelRows * cols_;
+  }
+
+  // w[r][k] as f32 (widened if bf16). REQUIRES r < rows, k < cols.
+  float At(size_t r, size_t k) const;
+  // out[k] = w[r][k] for k < cols (an embedding lookup, §2.5).
+  void CopyRow(size_t r, float* out) const;
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  void Allocate(size_t rows, size_t cols, WeightType type);
+  size_t Index(size_t r, size_t k) const {
+    return (r / kPanelRows) * kPanelRows * cols_ + k * kPanelRows + r % kPanelRows;
+  }
+
+  size_t rows_ = 0;
+  size_t cols_ = 0;
+  WeightType type_ = WeightType::kF32;
+  std::unique_ptr<uint8_t[], Free> data_;  // [panels][cols][kPanelRows] elements
+};
+
+}  // namespace lockstep::ops

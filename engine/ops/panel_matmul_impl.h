@@ -1,0 +1,191 @@
+// The panel matmul algorithm, written once over an ISA "traits" type I:
+//   I::V, I::kLanes, Zero(), Broadcast(f), Load(const float*),
+//   Load(const uint16_t*) (bf16 widened by the §4.1 shift), Add, Mul, Store.
+// Each lane owns one row and sums it strictly in k order (mul, then add:
+// two roundings, §5.1); several panels/tokens are in flight to hide the add
+// latency. Included by the per-ISA translation units, whose traits types
+// live in anonymous namespaces so every instantiation is local to its TU.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "engine/ops/kernels.h"
+#include "engine/ops/packed_matrix.h"
+
+namespace lockstep::ops::panel_impl {
+
+// Rows [v0*L, (v0+RV)*L) of NP panels for NT tokens into
+// tmp[p][t][kPanelRows]. x: token t at x + t*xs.
+template <class I, class T, int NP, int RV, int NT>
+inline void Tile(const T* const* panels, size_t cols, size_t v0, const float* x, size_t xs,
+                 float* tmp) {
+  using V = typename I::V;
+  constexpr size_t L = I::kLanes;
+  V acc[NP][RV][NT];
+  for (int p = 0; p < NP; ++p)
+    for (int v = 0; v < RV; ++v)
+      for (int t = 0; t < NT; ++t) acc[p][v][t] = I::Zero();
+  for (size_t k = 0; k < cols; ++k) {
+    V xb[NT];
+    for (int t = 0; t < NT; ++t) xb[t] = I::Broadcast(x[t * xs + k]);
+    for (int p = 0; p < NP; ++p) {
+      for (int v = 0; v < RV; ++v) {
+        const V w = I::Load(panels[p] + k * kPanelRows + (v0 + v) * L);
+        for (int t = 0; t < NT; ++t) acc[p][v][t] = I::Add(acc[p][v][t], I::Mul(w, xb[t]));
+      }
+    }
+  }
+  for (int p = 0; p < NP; ++p)
+    for (int t = 0; t < NT; ++t)
+      for (int v = 0; v < RV; ++v)
+        I::Store(tmp + (p * NT + t) * kPanelRows + (v0 + v) * L, acc[p][v][t]);
+}
+
+inline const float* PanelOf(const PackedMatrix& w, size_t p, const float*) {
+  return w.f32_panel(p);
+}
+inline const uint16_t* PanelOf(const PackedMatrix& w, size_t p, const uint16_t*) {
+  return w.bf16_panel(p);
+}
+
+// Copies the valid rows of tmp[p][t][kPanelRows] (panels p0.., NT tokens).
+inline void Scatter(const PackedMatrix& w, size_t p0, int np, int nt, const float* tmp,
+                    float* y, size_t ys) {
+  for (int p = 0; p < np; ++p) {
+    const size_t r0 = (p0 + static_cast<size_t>(p)) * kPanelRows;
+    const size_t n = std::min(kPanelRows, w.rows() - r0);
+    for (int t = 0; t < nt; ++t) {
+      std::memcpy(y + static_cast<size_t>(t) * ys + r0, tmp + (p * nt + t) * kPanelRows,
+                  n * sizeof(float));
+    }
+  }
+}
+
+// One token (decode): NP panels in flight, every vector of the panel.
+template <class I, class T, int NP>
+inline void DecodePanels(const PackedMatrix& w, size_t p, const float* x, float* y) {
+  constexpr int RV = static_cast<int>(kPanelRows / I::kLanes);
+  const T* panels[NP];
+  for (int i = 0; i < NP; ++i) panels[i] = PanelOf(w, p + static_cast<size_t>(i), static_cast<const T*>(nullptr));
+  alignas(64) float tmp[NP * kPanelRows];
+  Tile<I, T, NP, RV, 1>(panels, w.cols(), 0, x, w.cols(), tmp);
+  Scatter(w, p, NP, 1, tmp, y, 0);
+}
+
+// NT tokens of one panel, RV vectors at a time.
+template <class I, class T, int RV, int NT>
+inline void PrefillPanel(const PackedMatrix& w, size_t p, const float* x, float* y, size_t ys) {
+  constexpr int kVecs = static_cast<int>(kPanelRows / I::kLanes);
+  const T* panel[1] = {PanelOf(w, p, static_cast<const T*>(nullptr))};
+  alignas(64) float tmp[NT * kPanelRows];
+  for (int v0 = 0; v0 < kVecs; v0 += RV) {
+    Tile<I, T, 1, RV, NT>(panel, w.cols(), static_cast<size_t>(v0), x, w.cols(), tmp);
+  }
+  Scatter(w, p, 1, NT, tmp, y, ys);
+}
+
+template <class I, class T, int RV, int NT>
+inline void PrefillTail(const PackedMatrix& w, size_t p, const float* x, size_t rem, float* y,
+                        size_t ys) {
+  if constexpr (NT > 1) {
+    if (rem == NT) return PrefillPanel<I, T, RV, NT>(w, p, x, y, ys);
+    return PrefillTail<I, T, RV, NT - 1>(w, p, x, rem, y, ys);
+  } else {
+    PrefillPanel<I, T, RV, 1>(w, p, x, y, ys);
+  }
+}
+
+// The kernel-table entry: I's decode shape (NPD panels) and prefill shape
+// (RVP vectors x NTP tokens).
+template <class I, class T, int NPD, int RVP, int NTP>
+void MatmulPackedT(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
+                   float* y, size_t ys) {
+  const size_t cols = w.cols();
+  if (n_tok == 1) {
+    size_t p = p0;
+    for (; p + NPD <= p1; p += NPD) DecodePanels<I, T, NPD>(w, p, x, y);
+    for (; p < p1; ++p) DecodePanels<I, T, 1>(w, p, x, y);
+    return;
+  }
+  for (size_t p = p0; p < p1; ++p) {
+    size_t t = 0;
+    for (; t + NTP <= n_tok; t += NTP) {
+      PrefillPanel<I, T, RVP, NTP>(w, p, x + t * cols, y + t * ys, ys);
+    }
+    if constexpr (NTP > 1) {
+      if (t < n_tok) PrefillTail<I, T, RVP, NTP - 1>(w, p, x + t * cols, n_tok - t, y + t * ys, ys);
+    }
+  }
+}
+
+template <class I, int NPD, int RVP, int NTP>
+void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
+                  float* y, size_t ys) {
+  if (w.type() == WeightType::kF32) {
+    MatmulPackedT<I, float, NPD, RVP, NTP>(w, p0, p1, x, n_tok, y, ys);
+  } else {
+    MatmulPackedT<I, uint16_t, NPD, RVP, NTP>(w, p0, p1, x, n_tok, y, ys);
+  }
+}
+
+// Row-major y[t][r] = dot_seq(w[r], x[t]) (the `matmul` slot): one row
+// per lane, the lane's elements gathered with stride cols.
+template <class I>
+void MatmulRowsT(const float* w, size_t rows, size_t cols, const float* x, size_t n_tok,
+                 float* y) {
+  constexpr size_t L = I::kLanes;
+  const auto idx = I::Indices(cols);
+  for (size_t t = 0; t < n_tok; ++t) {
+    const float* xt = x + t * cols;
+    size_t r = 0;
+    for (; r + L <= rows; r += L) {
+      typename I::V acc = I::Zero();
+      for (size_t k = 0; k < cols; ++k) {
+        acc = I::Add(acc, I::Mul(I::Gather(w + r * cols + k, idx), I::Broadcast(xt[k])));
+      }
+      I::Store(y + t * rows + r, acc);
+    }
+    for (; r < rows; ++r) y[t * rows + r] = DotSeq(w + r * cols, xt, cols);
+  }
+}
+
+// AttendHead with scores across key positions (lane = key) and the V-mix
+// across head dims (lane = dim); each value one sequential sum.
+template <class I>
+void AttendHeadT(const float* q, const float* k, const float* v, size_t stride, size_t n_keys,
+                 size_t head_dim, float scale, float* scores, float* out) {
+  constexpr size_t L = I::kLanes;
+  const auto idx = I::Indices(stride);
+  const typename I::V vscale = I::Broadcast(scale);
+  size_t j = 0;
+  for (; j + L <= n_keys; j += L) {  // §9.2
+    typename I::V acc = I::Zero();
+    for (size_t d = 0; d < head_dim; ++d) {
+      acc = I::Add(acc, I::Mul(I::Broadcast(q[d]), I::Gather(k + j * stride + d, idx)));
+    }
+    I::Store(scores + j, I::Mul(acc, vscale));
+  }
+  for (; j < n_keys; ++j) scores[j] = DotSeq(q, k + j * stride, head_dim) * scale;
+  SoftmaxSeq(scores, n_keys);  // §9.3
+  size_t d = 0;
+  for (; d + L <= head_dim; d += L) {  // §9.4
+    typename I::V acc = I::Zero();
+    for (size_t jj = 0; jj < n_keys; ++jj) {
+      acc = I::Add(acc, I::Mul(I::Broadcast(scores[jj]), I::Load(v + jj * stride + d)));
+    }
+    I::Store(out + d, acc);
+  }
+  for (; d < head_dim; ++d) {
+    float acc = 0.0f;
+    for (size_t jj = 0; jj < n_keys; ++jj) {
+      const float p = scores[jj] * v[jj * stride + d];
+      acc = acc + p;
+    }
+    out[d] = acc;
+  }
+}
+
+}  // namespace lockstep::ops::panel_impl

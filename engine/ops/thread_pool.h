@@ -1,0 +1,86 @@
+// ThreadPool: a fixed set of persistent threads that split independent
+// work (matrix rows, attention heads) — never one sum — between them.
+//
+// Created once by the program (no singleton) and passed to whoever
+// computes. Every worker pins the FP environment (fp_env.h, §1.3) when it
+// starts and Create fails if any pin does not read back; before each job a
+// worker re-reads its control register and aborts loudly if the pin was
+// lost. The calling thread takes part in every job, so a pool of size N
+// runs N - 1 worker threads; it must itself be pinned.
+//
+// Chunks are claimed dynamically and the caller only waits for chunks
+// that were claimed, so a descheduled worker never stalls a job (the
+// caller does the work itself). Idle workers spin briefly (a decode step
+// issues jobs microseconds apart), then sleep on a futex. ParallelFor is
+// thread-safe: concurrent callers are serialised. Not copyable or movable.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "base/status.h"
+
+namespace lockstep::ops {
+
+class ThreadPool {
+ public:
+  // threads >= 1 (including the caller). Internal error naming the worker
+  // if a worker thread cannot pin its FP environment.
+  static Result<std::unique_ptr<ThreadPool>> Create(size_t threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  size_t size() const { return workers_.size() + 1; }
+
+  // Calls fn(begin, end, thread) on chunks [begin, end) of [0, n), at most
+  // `grain` long, claimed dynamically; thread < size() identifies the
+  // executing thread (for per-thread scratch). Returns when all are done.
+  template <class F>
+  void ParallelFor(size_t n, size_t grain, F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    auto body = [](void* ctx, size_t b, size_t e, size_t t) { (*static_cast<Fn*>(ctx))(b, e, t); };
+    Run(n, grain == 0 ? 1 : grain, body, const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+
+ private:
+  using Body = void (*)(void* ctx, size_t begin, size_t end, size_t thread);
+  explicit ThreadPool(size_t threads);
+  void Run(size_t n, size_t grain, Body body, void* ctx);
+  void WorkerLoop(size_t thread);
+  void Work(size_t thread);
+
+  std::mutex run_mu_;                  // one job at a time
+  // The current job's claim word: [generation:24][next chunk:20][chunks:20].
+  // Threads claim a chunk by CAS, so a thread that arrives after the job
+  // was fully claimed (or replaced) claims nothing and is never waited for.
+  std::atomic<uint64_t> state_{0};
+  std::atomic<uint32_t> done_{0};      // chunks of the current job finished
+  std::atomic<uint32_t> wake_{0};      // bumped (and notified) per job
+  std::atomic<bool> stop_{false};
+  uint64_t generation_ = 0;            // under run_mu_
+  size_t n_ = 0, grain_ = 1;           // the current job, set under run_mu_
+  Body body_ = nullptr;
+  void* ctx_ = nullptr;
+  std::vector<Status> start_status_;   // [workers], each worker's pin result
+  std::atomic<size_t> started_{0};
+  std::vector<std::thread> workers_;
+};
+
+// Runs fn over [0, n) on the pool, or inline (thread 0) when pool is null.
+template <class F>
+void ForEachChunk(ThreadPool* pool, size_t n, size_t grain, F&& fn) {
+  if (pool == nullptr || pool->size() == 1 || n <= grain) {
+    if (n > 0) fn(size_t{0}, n, size_t{0});
+    return;
+  }
+  pool->ParallelFor(n, grain, fn);
+}
+
+}  // namespace lockstep::ops
