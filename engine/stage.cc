@@ -1,5 +1,6 @@
 #include "engine/stage.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -9,22 +10,54 @@
 namespace lockstep {
 namespace {
 
-// y[t] = W x[t] for n tokens, then an optional bias (§5.2, §9.1).
-void Project(const ops::Kernels& k, const WeightMatrix& w, const std::vector<float>& bias,
-             const float* x, size_t n, float* y) {
-  k.matmul(w.data.data(), w.rows, w.cols, x, n, y);
-  if (bias.empty()) return;
-  for (size_t t = 0; t < n; ++t) ops::AddInPlace(y + t * w.rows, bias.data(), w.rows);
+constexpr size_t kUnitPanels = 2;  // rows one thread claims at a time: 2 panels
+
+// Grows v to at least n elements (allocates only when it must).
+void Fit(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
 }
+
+// Packs a row-major matrix (WeightFormat::kF32Rows) and drops the rows.
+void Pack(WeightMatrix& m) {
+  if (!m.packed.empty() || m.rows == 0) return;
+  m.packed = ops::PackedMatrix::FromF32(m.data.data(), m.rows, m.cols);
+  m.data = std::vector<float>();
+}
+
+void PackAll(StageWeights& w) {
+  Pack(w.embed);
+  Pack(w.lm_head);
+  for (LayerWeights& l : w.layers) {
+    for (WeightMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj,
+                            &l.up_proj, &l.down_proj}) {
+      Pack(*m);
+    }
+  }
+}
+
+void AddBias(const std::vector<float>& bias, float* y, size_t n) {
+  if (bias.empty()) return;
+  for (size_t t = 0; t < n; ++t) ops::AddInPlace(y + t * bias.size(), bias.data(), bias.size());
+}
+
+size_t Units(const ops::PackedMatrix& w) { return (w.panels() + kUnitPanels - 1) / kUnitPanels; }
 
 }  // namespace
 
 Stage::Stage(ModelConfig config, StageWeights weights, const ops::Kernels& kernels)
+    : Stage(std::move(config), std::move(weights), kernels, StageOptions{}) {}
+
+Stage::Stage(ModelConfig config, StageWeights weights, const ops::Kernels& kernels,
+             StageOptions options)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       kernels_(kernels),
+      pool_(options.pool),
       inv_freq_(ops::InvFreq(config_.rope_theta, config_.head_dim)),
-      attn_scale_(ops::Rsqrt(static_cast<float>(config_.head_dim))) {}
+      attn_scale_(ops::Rsqrt(static_cast<float>(config_.head_dim))) {
+  PackAll(weights_);
+  weight_bytes_ = WeightBytesPerToken(weights_);
+}
 
 KvCache Stage::NewCache() const {
   KvCache cache(spec().lo, spec().hi, config_.head_dim, config_.num_kv_heads, inv_freq_);
@@ -33,6 +66,43 @@ KvCache Stage::NewCache() const {
     if (idx < config_.layer_window.size()) (void)cache.SetWindow(l, config_.layer_window[idx]);
   }
   return cache;
+}
+
+KvCache Stage::NewCache(size_t entries) const {
+  KvCache cache = NewCache();
+  if (entries > 0) {  // grow every buffer once, then empty it (capacity stays)
+    cache.Append(entries, 0);
+    (void)cache.Evict(0, entries);
+  }
+  return cache;
+}
+
+ForwardScratch Stage::NewScratch(size_t max_tokens, size_t max_keys) const {
+  ForwardScratch s;
+  s.rows.reserve(max_tokens);
+  Reserve(s, max_tokens, max_keys);
+  return s;
+}
+
+void Stage::Reserve(ForwardScratch& s, size_t n, size_t max_keys) const {
+  const size_t h = hidden(), hd = static_cast<size_t>(config_.head_dim);
+  const size_t qw = static_cast<size_t>(config_.num_heads) * hd;
+  const size_t kvw = static_cast<size_t>(config_.num_kv_heads) * hd;
+  const size_t inter = static_cast<size_t>(config_.intermediate_size);
+  Fit(s.rope, n * hd);
+  Fit(s.normed, n * h);
+  Fit(s.q, n * qw);
+  Fit(s.k, n * kvw);
+  Fit(s.v, n * kvw);
+  Fit(s.mixed, n * qw);
+  Fit(s.attn, n * h);
+  Fit(s.gate, n * inter);
+  Fit(s.up, n * inter);
+  Fit(s.batch, n * h);
+  if (max_keys > s.max_keys) {
+    s.max_keys = max_keys;
+    s.scores.assign(threads() * max_keys, 0.0f);
+  }
 }
 
 Status Stage::Embed(std::span<const uint32_t> tokens, std::vector<float>* hidden) const {
@@ -44,100 +114,199 @@ Status Stage::Embed(std::span<const uint32_t> tokens, std::vector<float>* hidden
       return InvalidError("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (" +
                           std::to_string(vocab()) + " ids)");
     }
-    std::memcpy(hidden->data() + t * h, weights_.embed.row(tokens[t]), h * sizeof(float));
+    weights_.embed.packed.CopyRow(tokens[t], hidden->data() + t * h);
   }
   return Status::Ok();
 }
 
 Status Stage::Forward(std::span<float> hidden, int64_t first_pos, KvCache& cache) const {
-  const size_t h = this->hidden();
-  if (hidden.size() % h != 0) return InvalidError("hidden state is not a whole number of rows");
-  const size_t n = hidden.size() / h;
-  const auto pos = cache.positions();
-  if (!pos.empty() && first_pos <= pos.back()) {
-    return InvalidError("position " + std::to_string(first_pos) +
-                        " does not follow the cache's last position " + std::to_string(pos.back()));
-  }
-  if (first_pos < 0 || first_pos + static_cast<int64_t>(n) > (int64_t{1} << 24)) {
-    return InvalidError("position " + std::to_string(first_pos) + " is out of range");
-  }
-  const size_t first_entry = cache.Append(n, first_pos);
-  for (int l = spec().lo; l < spec().hi; ++l) Layer(l, hidden, n, first_entry, cache);
+  ForwardScratch scratch;
+  return Forward(hidden, first_pos, cache, scratch);
+}
+
+Status Stage::Forward(std::span<float> hidden, int64_t first_pos, KvCache& cache,
+                      ForwardScratch& s) const {
+  const BatchItem item{hidden, first_pos, &cache};
+  LOCKSTEP_RETURN_IF_ERROR(Prepare(std::span<const BatchItem>(&item, 1), s));
+  const size_t n = s.rows.size();
+  for (int l = spec().lo; l < spec().hi; ++l) Layer(l, hidden.data(), n, s);
   return Status::Ok();
 }
 
-// One transformer layer over n positions (§8-§10).
-void Stage::Layer(int layer, std::span<float> hidden, size_t n, size_t first_entry,
-                  KvCache& cache) const {
-  const LayerWeights& w = weights_.layers[static_cast<size_t>(layer - spec().lo)];
-  const size_t h = this->hidden();
-  std::vector<float> normed(n * h);
-  for (size_t t = 0; t < n; ++t) {  // §8 input_layernorm
-    ops::RmsNorm(hidden.data() + t * h, w.input_norm.data(), h, config_.rms_norm_eps,
-                 normed.data() + t * h);
+Status Stage::ForwardBatch(std::span<const BatchItem> items, ForwardScratch& s) const {
+  if (items.size() == 1) return Forward(items[0].hidden, items[0].first_pos, *items[0].cache, s);
+  LOCKSTEP_RETURN_IF_ERROR(Prepare(items, s));
+  const size_t n = s.rows.size(), h = hidden();
+  Fit(s.batch, n * h);
+  size_t off = 0;
+  for (const BatchItem& it : items) {  // gather the sessions' rows
+    std::copy(it.hidden.begin(), it.hidden.end(), s.batch.begin() + static_cast<ptrdiff_t>(off));
+    off += it.hidden.size();
   }
-  std::vector<float> attn(n * h);
-  Attention(layer, w, normed, n, first_entry, cache, attn);  // §9.1-9.4
-  for (size_t t = 0; t < n; ++t) {                           // §9.5 residual
-    ops::AddInPlace(hidden.data() + t * h, attn.data() + t * h, h);
+  for (int l = spec().lo; l < spec().hi; ++l) Layer(l, s.batch.data(), n, s);
+  off = 0;
+  for (const BatchItem& it : items) {
+    std::copy_n(s.batch.begin() + static_cast<ptrdiff_t>(off), it.hidden.size(), it.hidden.begin());
+    off += it.hidden.size();
   }
-  Mlp(w, hidden, n);  // §10
+  return Status::Ok();
 }
 
-void Stage::Attention(int layer, const LayerWeights& w, std::span<const float> normed, size_t n,
-                      size_t first_entry, KvCache& cache, std::span<float> attn_out) const {
+// Validates every item, then appends each one's positions to its cache and
+// records, per row, its cache entry and RoPE angles (§7.3, once per step).
+Status Stage::Prepare(std::span<const BatchItem> items, ForwardScratch& s) const {
+  const size_t h = hidden();
+  for (const BatchItem& it : items) {
+    if (it.hidden.size() % h != 0) return InvalidError("hidden state is not a whole number of rows");
+    const auto pos = it.cache->positions();
+    if (!pos.empty() && it.first_pos <= pos.back()) {
+      return InvalidError("position " + std::to_string(it.first_pos) +
+                          " does not follow the cache's last position " + std::to_string(pos.back()));
+    }
+    const int64_t n = static_cast<int64_t>(it.hidden.size() / h);
+    if (it.first_pos < 0 || it.first_pos + n > (int64_t{1} << 24)) {
+      return InvalidError("position " + std::to_string(it.first_pos) + " is out of range");
+    }
+  }
+  s.rows.clear();
+  size_t max_keys = 0;
+  for (const BatchItem& it : items) {
+    const size_t n = it.hidden.size() / h;
+    const size_t first = it.cache->Append(n, it.first_pos);
+    for (size_t t = 0; t < n; ++t) s.rows.push_back({it.cache, first + t, it.first_pos + static_cast<int64_t>(t)});
+    max_keys = std::max(max_keys, it.cache->size());
+  }
+  Reserve(s, s.rows.size(), max_keys);
+  const size_t half = inv_freq_.size();
+  for (size_t i = 0; i < s.rows.size(); ++i) {
+    float* c = s.rope.data() + i * 2 * half;
+    ops::RopeAngles(inv_freq_, s.rows[i].pos, std::span<float>(c, half),
+                    std::span<float>(c + half, half));
+  }
+  return Status::Ok();
+}
+
+// y = W x for every job, n tokens each; rows split across the pool in units
+// of kUnitPanels panels, every row one sequential dot (§5.2).
+void Stage::MatMul(std::initializer_list<MatJob> jobs, size_t n) const {
+  size_t total = 0;
+  for (const MatJob& j : jobs) total += Units(*j.w);
+  ops::ForEachChunk(pool_, total, 1, [&](size_t b, size_t e, size_t) {
+    for (size_t u = b; u < e; ++u) {
+      size_t local = u;
+      for (const MatJob& j : jobs) {
+        const size_t units = Units(*j.w);
+        if (local < units) {
+          const size_t p0 = local * kUnitPanels;
+          const size_t p1 = std::min(p0 + kUnitPanels, j.w->panels());
+          kernels_.matmul_packed(*j.w, p0, p1, j.x, n, j.y, j.w->rows());
+          break;
+        }
+        local -= units;
+      }
+    }
+  });
+}
+
+// One transformer layer over n positions (§8-§10).
+void Stage::Layer(int layer, float* hidden, size_t n, ForwardScratch& s) const {
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(layer - spec().lo)];
+  const size_t h = this->hidden();
+  for (size_t t = 0; t < n; ++t) {  // §8 input_layernorm
+    ops::RmsNorm(hidden + t * h, w.input_norm.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
+  }
+  Attention(layer, w, n, s);                   // §9.1-9.4, o_proj into s.attn
+  ops::AddInPlace(hidden, s.attn.data(), n * h);  // §9.5 residual
+  Mlp(w, hidden, n, s);                        // §10
+}
+
+void Stage::Attention(int layer, const LayerWeights& w, size_t n, ForwardScratch& s) const {
+  const int hd = config_.head_dim;
+  const size_t half = inv_freq_.size();
+  const size_t qw = w.q_proj.rows, kvw = w.k_proj.rows;
+  MatMul({{&w.q_proj.packed, s.normed.data(), s.q.data()},  // §9.1
+          {&w.k_proj.packed, s.normed.data(), s.k.data()},
+          {&w.v_proj.packed, s.normed.data(), s.v.data()}},
+         n);
+  AddBias(w.q_bias, s.q.data(), n);
+  AddBias(w.k_bias, s.k.data(), n);
+  AddBias(w.v_bias, s.v.data(), n);
+  for (size_t i = 0; i < n; ++i) {  // §7.4: q in place; K (raw and rotated) and V to the cache
+    const ForwardScratch::Row& r = s.rows[i];
+    std::span<const float> cos_v(s.rope.data() + i * 2 * half, half);
+    std::span<const float> sin_v(s.rope.data() + i * 2 * half + half, half);
+    const float* k = s.k.data() + i * kvw;
+    std::memcpy(r.cache->kraw_row(layer, r.entry), k, kvw * sizeof(float));
+    std::memcpy(r.cache->v_row(layer, r.entry), s.v.data() + i * kvw, kvw * sizeof(float));
+    ops::RotateHalf(std::span<float>(s.q.data() + i * qw, qw), hd, cos_v, sin_v);
+    ops::RotateHalfFrom(std::span<const float>(k, kvw),
+                        std::span<float>(r.cache->k_row(layer, r.entry), kvw), hd, cos_v, sin_v);
+  }
+  AttendAll(layer, n, s);
+  MatMul({{&w.o_proj.packed, s.mixed.data(), s.attn.data()}}, n);  // §9.5
+}
+
+// §9.2-9.4 for every (row, query head), split across the pool. A row's
+// keys are its cache's entries up to its own (earlier rows of the same call
+// were written above), windowed per layer; GQA kv_head = qh / group.
+void Stage::AttendAll(int layer, size_t n, ForwardScratch& s) const {
   const size_t hd = static_cast<size_t>(config_.head_dim);
   const size_t heads = static_cast<size_t>(config_.num_heads);
   const size_t group = heads / static_cast<size_t>(config_.num_kv_heads);
-  const size_t qw = heads * hd, kvw = cache.kv_width();
-  std::vector<float> q(n * qw), k(n * kvw), v(n * kvw);
-  Project(kernels_, w.q_proj, w.q_bias, normed.data(), n, q.data());  // §9.1
-  Project(kernels_, w.k_proj, w.k_bias, normed.data(), n, k.data());
-  Project(kernels_, w.v_proj, w.v_bias, normed.data(), n, v.data());
-  std::vector<float> cos_v(hd / 2), sin_v(hd / 2), mixed(qw), scores(first_entry + n);
-  for (size_t t = 0; t < n; ++t) {
-    const size_t e = first_entry + t;
-    const int64_t pos = cache.positions()[e];
-    ops::RopeAngles(inv_freq_, pos, cos_v, sin_v);  // §7.3
-    std::memcpy(cache.kraw_row(layer, e), k.data() + t * kvw, kvw * sizeof(float));
-    std::memcpy(cache.v_row(layer, e), v.data() + t * kvw, kvw * sizeof(float));
-    std::span<float> qt(q.data() + t * qw, qw);
-    ops::RotateHalf(qt, config_.head_dim, cos_v, sin_v);  // §7.4
-    ops::RotateHalfFrom(std::span<const float>(k.data() + t * kvw, kvw),
-                        std::span<float>(cache.k_row(layer, e), kvw), config_.head_dim, cos_v, sin_v);
-    const size_t lo = cache.FirstVisible(layer, pos, e + 1);
-    for (size_t qh = 0; qh < heads; ++qh) {  // §9.2-9.4, GQA kv_head = qh / group
-      const size_t off = (qh / group) * hd;
-      ops::AttendHead(qt.data() + qh * hd, cache.k_data(layer) + lo * kvw + off,
-                      cache.v_data(layer) + lo * kvw + off, kvw, e + 1 - lo, hd, attn_scale_,
-                      scores.data(), mixed.data() + qh * hd);
+  ops::ForEachChunk(pool_, n * heads, 1, [&](size_t b, size_t e, size_t thread) {
+    float* scores = s.scores.data() + thread * s.max_keys;
+    for (size_t item = b; item < e; ++item) {
+      const size_t i = item / heads, qh = item % heads;
+      const ForwardScratch::Row& r = s.rows[i];
+      const size_t kvw = r.cache->kv_width(), off = (qh / group) * hd;
+      const size_t lo = r.cache->FirstVisible(layer, r.pos, r.entry + 1);
+      kernels_.attend_head(s.q.data() + i * heads * hd + qh * hd,
+                           r.cache->k_data(layer) + lo * kvw + off,
+                           r.cache->v_data(layer) + lo * kvw + off, kvw, r.entry + 1 - lo, hd,
+                           attn_scale_, scores, s.mixed.data() + i * heads * hd + qh * hd);
     }
-    kernels_.matmul(w.o_proj.data.data(), w.o_proj.rows, w.o_proj.cols, mixed.data(), 1,
-                    attn_out.data() + t * hidden());  // §9.5
-  }
+  });
 }
 
-void Stage::Mlp(const LayerWeights& w, std::span<float> hidden, size_t n) const {
+void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& s) const {
   const size_t h = this->hidden();
-  const size_t inter = static_cast<size_t>(config_.intermediate_size);
-  std::vector<float> normed(n * h), gate(n * inter), up(n * inter), down(n * h);
+  const size_t inter = w.gate_proj.rows;
   for (size_t t = 0; t < n; ++t) {  // §8 post_attention_layernorm
-    ops::RmsNorm(hidden.data() + t * h, w.post_norm.data(), h, config_.rms_norm_eps,
-                 normed.data() + t * h);
+    ops::RmsNorm(hidden + t * h, w.post_norm.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
   }
-  kernels_.matmul(w.gate_proj.data.data(), inter, h, normed.data(), n, gate.data());
-  kernels_.matmul(w.up_proj.data.data(), inter, h, normed.data(), n, up.data());
-  ops::SiluMul(gate.data(), up.data(), n * inter, gate.data());
-  kernels_.matmul(w.down_proj.data.data(), h, inter, gate.data(), n, down.data());
-  ops::AddInPlace(hidden.data(), down.data(), n * h);
+  // gate and up for a unit of rows, then §10's silu(gate)*up on those rows.
+  ops::ForEachChunk(pool_, Units(w.gate_proj.packed), 1, [&](size_t b, size_t e, size_t) {
+    const size_t p0 = b * kUnitPanels, p1 = std::min(e * kUnitPanels, w.gate_proj.packed.panels());
+    kernels_.matmul_packed(w.gate_proj.packed, p0, p1, s.normed.data(), n, s.gate.data(), inter);
+    kernels_.matmul_packed(w.up_proj.packed, p0, p1, s.normed.data(), n, s.up.data(), inter);
+    const size_t r0 = p0 * ops::kPanelRows, r1 = std::min(p1 * ops::kPanelRows, inter);
+    for (size_t t = 0; t < n; ++t) {
+      float* g = s.gate.data() + t * inter;
+      ops::SiluMul(g + r0, s.up.data() + t * inter + r0, r1 - r0, g + r0);
+    }
+  });
+  MatMul({{&w.down_proj.packed, s.gate.data(), s.attn.data()}}, n);
+  ops::AddInPlace(hidden, s.attn.data(), n * h);  // §10 residual
 }
 
 void Stage::Logits(std::span<const float> row, std::span<float> logits) const {
-  const size_t h = hidden();
-  std::vector<float> normed(h);
-  ops::RmsNorm(row.data(), weights_.final_norm.data(), h, config_.rms_norm_eps, normed.data());
-  const WeightMatrix& head = weights_.head();
-  kernels_.matmul(head.data.data(), head.rows, head.cols, normed.data(), 1, logits.data());
+  ForwardScratch scratch;
+  Logits(row, logits, scratch);
+}
+
+void Stage::Logits(std::span<const float> row, std::span<float> logits, ForwardScratch& s) const {
+  LogitsBatch(row.first(hidden()), logits, s);
+}
+
+void Stage::LogitsBatch(std::span<const float> rows, std::span<float> logits,
+                        ForwardScratch& s) const {
+  const size_t h = hidden(), n = rows.size() / h;
+  Fit(s.normed, n * h);
+  for (size_t t = 0; t < n; ++t) {  // §11.1
+    ops::RmsNorm(rows.data() + t * h, weights_.final_norm.data(), h, config_.rms_norm_eps,
+                 s.normed.data() + t * h);
+  }
+  MatMul({{&weights_.head().packed, s.normed.data(), logits.data()}}, n);
 }
 
 }  // namespace lockstep

@@ -17,10 +17,28 @@ Result<std::vector<float>> ReadVector(const SafetensorsFile& f, const std::strin
 }
 
 Result<WeightMatrix> ReadMatrix(const SafetensorsFile& f, const std::string& name,
-                                size_t rows, size_t cols) {
+                                size_t rows, size_t cols, WeightFormat format) {
   const Shape shape{static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
-  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<float> data, f.ReadF32(name, shape));
-  return WeightMatrix{rows, cols, std::move(data)};
+  WeightMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  const TensorInfo* t = f.Find(name);
+  if (format == WeightFormat::kF32Rows || t == nullptr || t->dtype != DType::kBF16) {
+    LOCKSTEP_ASSIGN_OR_RETURN(std::vector<float> data, f.ReadF32(name, shape));
+    if (format == WeightFormat::kF32Rows) {
+      m.data = std::move(data);
+    } else {
+      m.packed = ops::PackedMatrix::FromF32(data.data(), rows, cols);
+    }
+    return m;
+  }
+  if (t->shape != shape) {  // let ReadF32 word the shape error
+    return f.ReadF32(name, shape).status();
+  }
+  const ops::WeightType type =
+      format == WeightFormat::kPackedBf16 ? ops::WeightType::kBf16 : ops::WeightType::kF32;
+  m.packed = ops::PackedMatrix::FromBf16Bytes(f.Bytes(*t), rows, cols, type);
+  return m;
 }
 
 // An optional bias (§9.1): empty when the checkpoint does not carry it.
@@ -30,24 +48,25 @@ Result<std::vector<float>> ReadOptionalBias(const SafetensorsFile& f, const std:
   return ReadVector(f, name, n);
 }
 
-Result<LayerWeights> LoadLayer(const SafetensorsFile& f, const ModelConfig& c, int l) {
+Result<LayerWeights> LoadLayer(const SafetensorsFile& f, const ModelConfig& c, int l,
+                               WeightFormat fmt) {
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const size_t q_width = static_cast<size_t>(c.num_heads) * static_cast<size_t>(c.head_dim);
   const size_t kv_width = static_cast<size_t>(c.num_kv_heads) * static_cast<size_t>(c.head_dim);
   const size_t inter = static_cast<size_t>(c.intermediate_size);
   LayerWeights w;
   LOCKSTEP_ASSIGN_OR_RETURN(w.input_norm, ReadVector(f, LayerName(l, "input_layernorm.weight"), hidden));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.q_proj, ReadMatrix(f, LayerName(l, "self_attn.q_proj.weight"), q_width, hidden));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.k_proj, ReadMatrix(f, LayerName(l, "self_attn.k_proj.weight"), kv_width, hidden));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.v_proj, ReadMatrix(f, LayerName(l, "self_attn.v_proj.weight"), kv_width, hidden));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.q_proj, ReadMatrix(f, LayerName(l, "self_attn.q_proj.weight"), q_width, hidden, fmt));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.k_proj, ReadMatrix(f, LayerName(l, "self_attn.k_proj.weight"), kv_width, hidden, fmt));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.v_proj, ReadMatrix(f, LayerName(l, "self_attn.v_proj.weight"), kv_width, hidden, fmt));
   LOCKSTEP_ASSIGN_OR_RETURN(w.q_bias, ReadOptionalBias(f, LayerName(l, "self_attn.q_proj.bias"), q_width));
   LOCKSTEP_ASSIGN_OR_RETURN(w.k_bias, ReadOptionalBias(f, LayerName(l, "self_attn.k_proj.bias"), kv_width));
   LOCKSTEP_ASSIGN_OR_RETURN(w.v_bias, ReadOptionalBias(f, LayerName(l, "self_attn.v_proj.bias"), kv_width));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.o_proj, ReadMatrix(f, LayerName(l, "self_attn.o_proj.weight"), hidden, q_width));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.o_proj, ReadMatrix(f, LayerName(l, "self_attn.o_proj.weight"), hidden, q_width, fmt));
   LOCKSTEP_ASSIGN_OR_RETURN(w.post_norm, ReadVector(f, LayerName(l, "post_attention_layernorm.weight"), hidden));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.gate_proj, ReadMatrix(f, LayerName(l, "mlp.gate_proj.weight"), inter, hidden));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.up_proj, ReadMatrix(f, LayerName(l, "mlp.up_proj.weight"), inter, hidden));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.down_proj, ReadMatrix(f, LayerName(l, "mlp.down_proj.weight"), hidden, inter));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.gate_proj, ReadMatrix(f, LayerName(l, "mlp.gate_proj.weight"), inter, hidden, fmt));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.up_proj, ReadMatrix(f, LayerName(l, "mlp.up_proj.weight"), inter, hidden, fmt));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.down_proj, ReadMatrix(f, LayerName(l, "mlp.down_proj.weight"), hidden, inter, fmt));
   return w;
 }
 
@@ -68,6 +87,26 @@ Status ValidateStageSpec(const ModelConfig& cfg, const StageSpec& spec) {
 
 Result<StageWeights> LoadStageWeights(const SafetensorsFile& f, const ModelConfig& c,
                                       const StageSpec& spec) {
+  return LoadStageWeights(f, c, spec, WeightFormat::kPackedBf16);
+}
+
+size_t WeightBytesPerToken(const StageWeights& w) {
+  auto bytes = [](const WeightMatrix& m) {
+    return m.packed.empty() ? m.data.size() * sizeof(float) : m.packed.bytes();
+  };
+  size_t total = 0;
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj,
+                                  &l.up_proj, &l.down_proj}) {
+      total += bytes(*m);
+    }
+  }
+  if (w.spec.last) total += bytes(w.head());
+  return total;
+}
+
+Result<StageWeights> LoadStageWeights(const SafetensorsFile& f, const ModelConfig& c,
+                                      const StageSpec& spec, WeightFormat format) {
   LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(c, spec));
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const size_t vocab = static_cast<size_t>(c.vocab_size);
@@ -75,16 +114,16 @@ Result<StageWeights> LoadStageWeights(const SafetensorsFile& f, const ModelConfi
   w.spec = spec;
   const bool tied = c.tie_word_embeddings;
   if (spec.first || (spec.last && tied)) {
-    LOCKSTEP_ASSIGN_OR_RETURN(w.embed, ReadMatrix(f, "model.embed_tokens.weight", vocab, hidden));
+    LOCKSTEP_ASSIGN_OR_RETURN(w.embed, ReadMatrix(f, "model.embed_tokens.weight", vocab, hidden, format));
   }
   for (int l = spec.lo; l < spec.hi; ++l) {
-    LOCKSTEP_ASSIGN_OR_RETURN(LayerWeights lw, LoadLayer(f, c, l));
+    LOCKSTEP_ASSIGN_OR_RETURN(LayerWeights lw, LoadLayer(f, c, l, format));
     w.layers.push_back(std::move(lw));
   }
   if (spec.last) {
     LOCKSTEP_ASSIGN_OR_RETURN(w.final_norm, ReadVector(f, "model.norm.weight", hidden));
     if (!tied) {
-      LOCKSTEP_ASSIGN_OR_RETURN(w.lm_head, ReadMatrix(f, "lm_head.weight", vocab, hidden));
+      LOCKSTEP_ASSIGN_OR_RETURN(w.lm_head, ReadMatrix(f, "lm_head.weight", vocab, hidden, format));
     }
   }
   return w;

@@ -2,9 +2,13 @@
 // embedding table when the stage is first (or when it is last and the head
 // is tied), plus the final norm and LM head when it is last.
 //
-// Loaded from a safetensors file and widened to f32 at load (CIS-2 §4.2);
-// only the tensors the stage needs are read, so resident memory scales
-// with the stage's share of the model. Immutable after load; thread-safe.
+// Loaded from a safetensors file; only the tensors the stage needs are
+// read, so resident memory scales with the stage's share of the model.
+// Linear layers are stored in the kernels' panel layout (PackedMatrix),
+// by default keeping BF16 checkpoints' bits and widening them in registers
+// by the exact §4.1 shift — the same f32 values widen-at-load (§4.2) gives,
+// so every result is bit-identical, at half the bytes. Norms and biases are
+// widened at load. Immutable after load; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +17,7 @@
 #include "base/status.h"
 #include "engine/io/model_config.h"
 #include "engine/io/safetensors.h"
+#include "engine/ops/packed_matrix.h"
 
 namespace lockstep {
 
@@ -24,12 +29,22 @@ struct StageSpec {
   bool last = false;   // final norm + LM head
 };
 
-// A row-major [rows][cols] f32 matrix (a linear layer's weight, §2.5).
+// A linear layer's [rows][cols] weight (§2.5): row-major f32 `data`
+// (WeightFormat::kF32Rows) and/or the kernels' `packed` layout. Stage packs
+// `data` when `packed` is empty.
 struct WeightMatrix {
   size_t rows = 0;
   size_t cols = 0;
-  std::vector<float> data;  // [rows][cols]
-  const float* row(size_t r) const { return data.data() + r * cols; }
+  std::vector<float> data;   // [rows][cols], or empty when only packed
+  ops::PackedMatrix packed;  // [panels][cols][kPanelRows], or empty
+  const float* row(size_t r) const { return data.data() + r * cols; }  // REQUIRES data
+};
+
+// How LoadStageWeights stores linear layers.
+enum class WeightFormat {
+  kF32Rows,     // widened at load, row-major `data` (the plain §4.2 reading)
+  kPackedF32,   // widened at load, `packed`
+  kPackedBf16,  // `packed`, BF16 bits kept (F32 checkpoints: as kPackedF32)
 };
 
 struct LayerWeights {
@@ -58,8 +73,15 @@ struct StageWeights {
 };
 
 // REQUIRES: spec validated against cfg (0 <= lo <= hi <= num_layers).
+// The three-argument form loads WeightFormat::kPackedBf16.
 Result<StageWeights> LoadStageWeights(const SafetensorsFile& file, const ModelConfig& cfg,
                                       const StageSpec& spec);
+Result<StageWeights> LoadStageWeights(const SafetensorsFile& file, const ModelConfig& cfg,
+                                      const StageSpec& spec, WeightFormat format);
+
+// Bytes of linear-layer weights one decode step streams (every matrix
+// once; the embedding lookup excluded unless it is the tied LM head).
+size_t WeightBytesPerToken(const StageWeights& w);
 
 // Checks a spec against a config; Invalid error naming the bad field.
 Status ValidateStageSpec(const ModelConfig& cfg, const StageSpec& spec);

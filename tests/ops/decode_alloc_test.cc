@@ -1,0 +1,103 @@
+// A decode step allocates nothing once the cache and scratch are sized at
+// session start: this binary replaces the global operator new and counts.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <new>
+
+#include "model_fixture.h"
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<size_t> g_allocs{0};
+
+void* Allocate(size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
+  void* p = std::malloc(n == 0 ? 1 : n);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+void* AllocateAligned(size_t n, std::align_val_t a) {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
+  const size_t al = static_cast<size_t>(a);
+  void* p = std::aligned_alloc(al, (n + al - 1) / al * al);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(size_t n) { return Allocate(n); }
+void* operator new[](size_t n) { return Allocate(n); }
+void* operator new(size_t n, std::align_val_t a) { return AllocateAligned(n, a); }
+void* operator new[](size_t n, std::align_val_t a) { return AllocateAligned(n, a); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace lockstep::testing {
+namespace {
+
+TEST(DecodeAlloc, CounterSeesAllocations) {
+  g_allocs = 0;
+  g_counting = true;
+  auto* v = new std::vector<int>(10);
+  g_counting = false;
+  delete v;
+  EXPECT_GE(g_allocs.load(), 2u);
+}
+
+// Steps of one session and of a batch, after a warm-up step.
+TEST(DecodeAlloc, DecodeStepsAllocateNothing) {
+  if (!std::filesystem::exists(ConformanceDir("tiny-llama"))) GTEST_SKIP();
+  auto model = OpenModelDir(ConformanceDir("tiny-llama"), ModelPins{});
+  ASSERT_TRUE(model.ok());
+  for (const Variant& v : {Variant{"scalar", 1, WeightFormat::kPackedBf16},
+                           Variant{ops::AvailableIsas().back(), 2, WeightFormat::kPackedBf16}}) {
+    Loaded l = Load(*model, v);
+    const Stage& st = *l.stage;
+    const size_t steps = 20, h = st.hidden();
+    KvCache a = st.NewCache(steps + 4), b = st.NewCache(steps + 4);
+    ForwardScratch scratch = st.NewScratch(4, steps + 4);
+    std::vector<float> ha, hb, logits(2 * st.vocab());
+    ha.reserve(4 * h);
+    hb.reserve(4 * h);
+    const uint32_t prompt[] = {1, 2, 3, 4};
+    ASSERT_TRUE(st.Embed(prompt, &ha).ok());
+    ASSERT_TRUE(st.Forward(ha, 0, a, scratch).ok());
+    ASSERT_TRUE(st.Embed(prompt, &hb).ok());
+    ASSERT_TRUE(st.Forward(hb, 0, b, scratch).ok());
+    uint32_t tok[2] = {5, 6};
+    std::vector<float> rows(2 * h);
+    g_allocs = 0;
+    g_counting = true;
+    for (size_t s = 0; s < steps; ++s) {
+      ASSERT_TRUE(st.Embed(std::span<const uint32_t>(&tok[0], 1), &ha).ok());
+      ASSERT_TRUE(st.Embed(std::span<const uint32_t>(&tok[1], 1), &hb).ok());
+      if (s % 2 == 0) {  // solo steps
+        ASSERT_TRUE(st.Forward(ha, static_cast<int64_t>(a.size()), a, scratch).ok());
+        ASSERT_TRUE(st.Forward(hb, static_cast<int64_t>(b.size()), b, scratch).ok());
+      } else {  // a batched step
+        const Stage::BatchItem items[] = {{ha, static_cast<int64_t>(a.size()), &a},
+                                          {hb, static_cast<int64_t>(b.size()), &b}};
+        ASSERT_TRUE(st.ForwardBatch(items, scratch).ok());
+      }
+      std::copy(ha.begin(), ha.end(), rows.begin());
+      std::copy(hb.begin(), hb.end(), rows.begin() + static_cast<ptrdiff_t>(h));
+      st.LogitsBatch(rows, logits, scratch);
+      tok[0] = ops::ArgmaxFirst(logits.data(), st.vocab());
+      tok[1] = ops::ArgmaxFirst(logits.data() + st.vocab(), st.vocab());
+    }
+    g_counting = false;
+    EXPECT_EQ(g_allocs.load(), 0u) << v.Name();
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::testing

@@ -1,0 +1,193 @@
+// Every kernel table this CPU supports against the scalar reference:
+// memcmp equality (not closeness) over many shapes, odd tails, misaligned
+// pointers, sub-ranges of panels, and special values under FTZ/DAZ.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "engine/ops/dispatch.h"
+#include "engine/ops/kernels.h"
+#include "engine/ops/packed_matrix.h"
+
+namespace lockstep::ops {
+namespace {
+
+float FromBits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+std::vector<const Kernels*> Tables() {
+  std::vector<const Kernels*> out;
+  for (const std::string& n : AvailableIsas()) out.push_back(KernelsByName(n));
+  return out;
+}
+
+// Values with varied exponents, plus the special ones when `special`.
+std::vector<float> RandomValues(std::mt19937& rng, size_t n, bool special) {
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::uniform_int_distribution<int> pick(0, 15);
+  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), FromBits(0xFFC00000u),
+                            FromBits(0x00000001u), FromBits(0x807FFFFFu), 1e30f, -1e-30f};
+  std::vector<float> v(n);
+  for (float& x : v) {
+    x = u(rng) * std::ldexp(1.0f, pick(rng) - 8);
+    if (special && pick(rng) == 0) x = specials[static_cast<size_t>(pick(rng)) % 9];
+  }
+  return v;
+}
+
+// bf16-representable values (low 16 bits zero), so packing as bf16 is exact.
+std::vector<uint8_t> ToBf16Bytes(const std::vector<float>& v, std::vector<float>* widened) {
+  std::vector<uint8_t> bytes(v.size() * 2);
+  widened->resize(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t b = static_cast<uint16_t>(Bits(v[i]) >> 16);
+    bytes[2 * i] = static_cast<uint8_t>(b & 0xFF);
+    bytes[2 * i + 1] = static_cast<uint8_t>(b >> 8);
+    (*widened)[i] = FromBits(static_cast<uint32_t>(b) << 16);
+  }
+  return bytes;
+}
+
+// The §5.2 definition straight from row-major weights.
+std::vector<float> Reference(const std::vector<float>& w, size_t rows, size_t cols,
+                             const float* x, size_t n_tok) {
+  std::vector<float> y(n_tok * rows);
+  for (size_t t = 0; t < n_tok; ++t)
+    for (size_t r = 0; r < rows; ++r) y[t * rows + r] = DotSeq(w.data() + r * cols, x + t * cols, cols);
+  return y;
+}
+
+void ExpectBitsEqual(const float* a, const float* b, size_t n, const std::string& what) {
+  ASSERT_EQ(std::memcmp(a, b, n * sizeof(float)), 0) << what;
+}
+
+void CheckShape(std::mt19937& rng, size_t rows, size_t cols, size_t n_tok, bool special) {
+  std::vector<float> w_widened;
+  const std::vector<uint8_t> bf16 = ToBf16Bytes(RandomValues(rng, rows * cols, special), &w_widened);
+  std::vector<float> xbuf = RandomValues(rng, n_tok * cols + 1, special);
+  const float* x = xbuf.data() + 1;  // not 64-byte aligned
+  const std::vector<float> want = Reference(w_widened, rows, cols, x, n_tok);
+  const PackedMatrix packed[] = {PackedMatrix::FromBf16Bytes(bf16, rows, cols, WeightType::kBf16),
+                                 PackedMatrix::FromBf16Bytes(bf16, rows, cols, WeightType::kF32),
+                                 PackedMatrix::FromF32(w_widened.data(), rows, cols)};
+  const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + " n_tok " +
+                            std::to_string(n_tok) + (special ? " special" : "");
+  for (const Kernels* k : Tables()) {
+    for (const PackedMatrix& m : packed) {
+      const size_t ys = rows + 3;  // strided output; the gap must stay untouched
+      std::vector<float> y(n_tok * ys + 1, 7.0f);
+      const size_t split = m.panels() / 2;  // two ranges, as two threads would
+      k->matmul_packed(m, 0, split, x, n_tok, y.data() + 1, ys);
+      k->matmul_packed(m, split, m.panels(), x, n_tok, y.data() + 1, ys);
+      for (size_t t = 0; t < n_tok; ++t) {
+        ExpectBitsEqual(y.data() + 1 + t * ys, want.data() + t * rows, rows,
+                        std::string(k->name) + " packed " + shape + " token " + std::to_string(t));
+        for (size_t g = rows; g < ys; ++g) ASSERT_EQ(y[1 + t * ys + g], 7.0f) << shape;
+      }
+    }
+    std::vector<float> y(n_tok * rows + 1);
+    k->matmul(w_widened.data(), rows, cols, x, n_tok, y.data() + 1);
+    ExpectBitsEqual(y.data() + 1, want.data(), n_tok * rows, std::string(k->name) + " rows " + shape);
+  }
+}
+
+TEST(Kernels, EveryIsaIsListedAndScalarIsFirst) {
+  const auto isas = AvailableIsas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.front(), "scalar");
+  EXPECT_EQ(KernelsByName("nonsense"), nullptr);
+  EXPECT_STREQ(BestKernels().name, isas.back().c_str());
+  for (const auto& n : isas) EXPECT_STREQ(KernelsByName(n)->name, n.c_str());
+}
+
+TEST(Kernels, GeneratorVaries) {
+  std::mt19937 rng(1);
+  const auto v = RandomValues(rng, 64, false);
+  size_t distinct = 0;
+  for (size_t i = 1; i < v.size(); ++i) distinct += v[i] != v[0];
+  EXPECT_GT(distinct, 60u);
+}
+
+TEST(Kernels, MatmulPackedEqualsScalarOverShapes) {
+  std::mt19937 rng(42);
+  for (size_t rows : {0, 1, 5, 16, 31, 32, 33, 64, 65, 97, 130}) {
+    for (size_t cols : {0, 1, 2, 7, 8, 15, 16, 17, 31, 33, 64, 100}) {
+      for (size_t n_tok : {0, 1, 2, 3, 5, 8, 9, 13, 17}) CheckShape(rng, rows, cols, n_tok, false);
+    }
+  }
+}
+
+TEST(Kernels, MatmulPackedEqualsScalarWithSpecialValues) {
+  std::mt19937 rng(7);
+  for (size_t rows : {1, 32, 47, 96}) {
+    for (size_t cols : {1, 3, 16, 40, 129}) {
+      for (size_t n_tok : {1, 4, 11}) CheckShape(rng, rows, cols, n_tok, true);
+    }
+  }
+}
+
+TEST(Kernels, RegressionOrderSensitiveDot) {  // §5.1: must be exactly +0.0
+  const std::vector<float> w = {1e8f, 1.0f, -1e8f};
+  const float x[3] = {1.0f, 1.0f, 1.0f};
+  const PackedMatrix m = PackedMatrix::FromF32(w.data(), 1, 3);
+  for (const Kernels* k : Tables()) {
+    float y = -1.0f;
+    k->matmul_packed(m, 0, 1, x, 1, &y, 1);
+    EXPECT_EQ(Bits(y), 0u) << k->name;
+  }
+}
+
+TEST(Kernels, AttendHeadEqualsScalar) {
+  std::mt19937 rng(3);
+  for (size_t head_dim : {1, 2, 7, 8, 16, 17, 33, 64}) {
+    for (size_t n_keys = 0; n_keys <= 40; n_keys += (n_keys < 20 ? 1 : 7)) {
+      const size_t stride = head_dim * 3 + 1;
+      const auto q = RandomValues(rng, head_dim + 1, false);
+      const auto kv = RandomValues(rng, (n_keys + 1) * stride * 2, false);
+      const float* k = kv.data() + 1;
+      const float* v = kv.data() + 1 + (n_keys + 1) * stride;
+      std::vector<float> s_ref(n_keys + 1), o_ref(head_dim);
+      AttendHead(q.data() + 1, k, v, stride, n_keys, head_dim, 0.125f, s_ref.data(), o_ref.data());
+      for (const Kernels* kt : Tables()) {
+        std::vector<float> s(n_keys + 1), o(head_dim);
+        kt->attend_head(q.data() + 1, k, v, stride, n_keys, head_dim, 0.125f, s.data(), o.data());
+        const std::string what = std::string(kt->name) + " hd " + std::to_string(head_dim) +
+                                 " keys " + std::to_string(n_keys);
+        ExpectBitsEqual(s.data(), s_ref.data(), n_keys, what + " scores");
+        ExpectBitsEqual(o.data(), o_ref.data(), head_dim, what + " out");
+      }
+    }
+  }
+}
+
+TEST(PackedMatrix, Bf16ResidentEqualsWidenAtLoad) {
+  std::mt19937 rng(9);
+  std::vector<float> widened;
+  const auto bytes = ToBf16Bytes(RandomValues(rng, 70 * 45, true), &widened);
+  const PackedMatrix a = PackedMatrix::FromBf16Bytes(bytes, 70, 45, WeightType::kBf16);
+  const PackedMatrix b = PackedMatrix::FromBf16Bytes(bytes, 70, 45, WeightType::kF32);
+  EXPECT_EQ(a.bytes() * 2, b.bytes());
+  std::vector<float> ra(45), rb(45);
+  for (size_t r = 0; r < 70; ++r) {
+    a.CopyRow(r, ra.data());
+    b.CopyRow(r, rb.data());
+    ExpectBitsEqual(ra.data(), widened.data() + r * 45, 45, "bf16 row");
+    ExpectBitsEqual(rb.data(), widened.data() + r * 45, 45, "f32 row");
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::ops

@@ -1,0 +1,85 @@
+// Shared helpers for the whole-model tests: open a model folder, build a
+// Stage for one (isa, threads, weight format) variant, run greedy decodes.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model_loader.h"
+#include "engine/ops/dispatch.h"
+#include "engine/ops/thread_pool.h"
+#include "engine/stage.h"
+
+namespace lockstep::testing {
+
+inline std::string ConformanceDir(const std::string& name) {
+  return std::string(LOCKSTEP_SHARED_DIR) + "/fixtures/conformance/" + name;
+}
+
+struct Variant {
+  std::string isa = "scalar";
+  size_t threads = 1;
+  WeightFormat format = WeightFormat::kF32Rows;
+  std::string Name() const {
+    return isa + "/t" + std::to_string(threads) + "/fmt" + std::to_string(static_cast<int>(format));
+  }
+};
+
+// A loaded Stage with its pool (the pool must outlive the stage).
+struct Loaded {
+  std::unique_ptr<ops::ThreadPool> pool;
+  std::unique_ptr<Stage> stage;
+};
+
+inline Loaded Load(const OpenModel& model, const Variant& v) {
+  Loaded out;
+  if (v.threads > 1) {
+    auto pool = ops::ThreadPool::Create(v.threads);
+    EXPECT_TRUE(pool.ok());
+    out.pool = std::move(*pool);
+  }
+  const StageSpec all{0, model.config.num_layers, true, true};
+  auto w = LoadStageWeights(*model.weights, model.config, all, v.format);
+  EXPECT_TRUE(w.ok()) << w.status().ToString();
+  const ops::Kernels* k = ops::KernelsByName(v.isa);
+  EXPECT_NE(k, nullptr);
+  out.stage = std::make_unique<Stage>(model.config, std::move(*w), *k, StageOptions{out.pool.get()});
+  return out;
+}
+
+// Every variant this CPU supports: each ISA x {1, 2, 3} threads x formats.
+inline std::vector<Variant> AllVariants() {
+  std::vector<Variant> out;
+  for (const std::string& isa : ops::AvailableIsas()) {
+    for (size_t t : {1, 2, 3}) {
+      for (WeightFormat f : {WeightFormat::kF32Rows, WeightFormat::kPackedF32, WeightFormat::kPackedBf16}) {
+        if (isa == "scalar" && t > 1 && f != WeightFormat::kPackedBf16) continue;  // keep it quick
+        out.push_back({isa, t, f});
+      }
+    }
+  }
+  return out;
+}
+
+// Greedy decode through Forward/Logits with a scratch; returns the logits
+// of every step, concatenated ([gen][vocab]).
+inline std::vector<float> DecodeLogits(const Stage& stage, std::vector<uint32_t> prompt, size_t gen) {
+  KvCache cache = stage.NewCache(prompt.size() + gen);
+  ForwardScratch scratch = stage.NewScratch(prompt.size(), prompt.size() + gen);
+  std::vector<float> hidden, all, logits(stage.vocab());
+  std::vector<uint32_t> feed = std::move(prompt);
+  for (size_t step = 0; step < gen; ++step) {
+    EXPECT_TRUE(stage.Embed(feed, &hidden).ok());
+    EXPECT_TRUE(stage.Forward(hidden, static_cast<int64_t>(cache.size()), cache, scratch).ok());
+    const size_t h = stage.hidden();
+    stage.Logits(std::span<const float>(hidden.data() + hidden.size() - h, h), logits, scratch);
+    all.insert(all.end(), logits.begin(), logits.end());
+    feed = {ops::ArgmaxFirst(logits.data(), logits.size())};
+  }
+  return all;
+}
+
+}  // namespace lockstep::testing

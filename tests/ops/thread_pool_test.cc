@@ -1,0 +1,46 @@
+#include "engine/ops/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "engine/ops/fp_env.h"
+
+namespace lockstep::ops {
+namespace {
+
+TEST(ThreadPool, CoversEveryIndexOnceOnPinnedThreads) {
+  for (size_t threads : {1, 2, 3}) {
+    auto pool = ThreadPool::Create(threads);
+    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    EXPECT_EQ((*pool)->size(), threads);
+    for (size_t n : {0, 1, 5, 1000}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<int> unpinned{0}, bad_thread{0};
+      (*pool)->ParallelFor(n, 3, [&](size_t b, size_t e, size_t t) {
+        if (!FpEnvironmentPinned()) unpinned.fetch_add(1);
+        if (t >= threads || e - b > 3) bad_thread.fetch_add(1);
+        for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
+      });
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << i;
+      EXPECT_EQ(unpinned.load(), 0);
+      EXPECT_EQ(bad_thread.load(), 0);
+    }
+  }
+}
+
+TEST(ThreadPool, ManyShortJobsInARow) {
+  auto pool = ThreadPool::Create(2);
+  ASSERT_TRUE(pool.ok());
+  std::atomic<size_t> sum{0};
+  for (int j = 0; j < 20000; ++j) {
+    (*pool)->ParallelFor(4, 1, [&](size_t b, size_t e, size_t) { sum.fetch_add(e - b); });
+  }
+  EXPECT_EQ(sum.load(), 80000u);
+}
+
+TEST(ThreadPool, ZeroThreadsIsInvalid) { EXPECT_FALSE(ThreadPool::Create(0).ok()); }
+
+}  // namespace
+}  // namespace lockstep::ops
