@@ -1,7 +1,9 @@
 #include "engine/kv_cache.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "engine/ops/rope.h"
@@ -17,7 +19,9 @@ KvCache::KvCache(int lo, int hi, int head_dim, int kv_heads, std::vector<float> 
       k_(static_cast<size_t>(hi - lo)),
       kraw_(static_cast<size_t>(hi - lo)),
       v_(static_cast<size_t>(hi - lo)),
-      windows_(static_cast<size_t>(hi - lo), 0) {
+      windows_(static_cast<size_t>(hi - lo), 0),
+      cos_(inv_freq_.size()),
+      sin_(inv_freq_.size()) {
   assert(lo <= hi);
   assert(inv_freq_.size() * 2 == static_cast<size_t>(head_dim));
 }
@@ -34,7 +38,18 @@ KvCache KvCache::Clone() const {
   c.v_ = v_;
   c.positions_ = positions_;
   c.windows_ = windows_;
+  c.cos_ = cos_;
+  c.sin_ = sin_;
   return c;
+}
+
+void KvCache::Reserve(size_t entries) {
+  positions_.reserve(entries);
+  for (size_t l = 0; l < k_.size(); ++l) {
+    k_[l].reserve(entries * kv_width_);
+    kraw_[l].reserve(entries * kv_width_);
+    v_[l].reserve(entries * kv_width_);
+  }
 }
 
 size_t KvCache::Append(size_t n, int64_t first_pos) {
@@ -57,21 +72,28 @@ const float* KvCache::k_data(int layer) const { return k_[Index(layer)].data(); 
 const float* KvCache::v_data(int layer) const { return v_[Index(layer)].data(); }
 const float* KvCache::kraw_data(int layer) const { return kraw_[Index(layer)].data(); }
 
+// K = RoPE(Kraw, positions[e]) in one rotation (§7.3-7.4), never by
+// rotating the old K by the position delta: composed rotations round
+// differently and would not equal a run that never saw the evicted span.
 void KvCache::Rerotate(size_t e) {
-  const size_t half = inv_freq_.size();
-  std::vector<float> cos_v(half), sin_v(half);
-  ops::RopeAngles(inv_freq_, positions_[e], cos_v, sin_v);
+  ops::RopeAngles(inv_freq_, positions_[e], cos_, sin_);
   for (size_t l = 0; l < k_.size(); ++l) {
     std::span<const float> raw(kraw_[l].data() + e * kv_width_, kv_width_);
     std::span<float> out(k_[l].data() + e * kv_width_, kv_width_);
-    ops::RotateHalfFrom(raw, out, head_dim_, cos_v, sin_v);
+    ops::RotateHalfFrom(raw, out, head_dim_, cos_, sin_);
   }
 }
 
 Status KvCache::Evict(size_t from, size_t count) {
   const size_t len = positions_.size();
-  if (count == 0) return InvalidError("evict: empty span (count 0)");
+  if (count == 0) {
+    return InvalidError("evict: empty span (count 0) at entry " + std::to_string(from));
+  }
   if (from > len || count > len - from) {
+    if (count > std::numeric_limits<size_t>::max() - from) {  // from + count overflows
+      return InvalidError("evict: span of " + std::to_string(count) + " entries from " +
+                          std::to_string(from) + " exceeds cache length " + std::to_string(len));
+    }
     return InvalidError("evict: span [" + std::to_string(from) + ", " +
                         std::to_string(from + count) + ") exceeds cache length " +
                         std::to_string(len));
@@ -108,9 +130,10 @@ size_t KvCache::FirstVisible(int layer, int64_t pos, size_t end) const {
   const int w = windows_[Index(layer)];
   if (w <= 0) return 0;
   const int64_t bound = pos - static_cast<int64_t>(w) + 1;
-  size_t e = 0;
-  while (e < end && positions_[e] < bound) ++e;
-  return e;
+  // positions_ increases, so the visible entries are a suffix of [0, end).
+  const auto first = positions_.begin();
+  return static_cast<size_t>(std::lower_bound(first, first + static_cast<ptrdiff_t>(end), bound) -
+                             first);
 }
 
 bool KvCache::BitEqual(const KvCache& o) const {

@@ -46,6 +46,10 @@ class KvCache {
   size_t kv_width() const { return kv_width_; }
   std::span<const int64_t> positions() const { return positions_; }
 
+  // Grows every buffer to hold `entries` entries, so appending up to
+  // that many does not allocate. Contents are unchanged.
+  void Reserve(size_t entries);
+
   // Appends n entries at positions first_pos .. first_pos+n-1 to every
   // layer (rows zeroed, to be written by the forward pass). Returns the
   // index of the first new entry. REQUIRES first_pos > last position.
@@ -61,7 +65,8 @@ class KvCache {
 
   // Removes entries [from, from+count) from every layer; survivors are
   // renumbered to their index and each survivor whose position changed
-  // gets K re-derived from Kraw by one rotation at the new position.
+  // gets K re-derived from Kraw by one rotation at the new position (Kraw
+  // and V move as bytes). Capacity is kept; nothing is allocated.
   // Invalid (cache unchanged) if count == 0 or the span exceeds size().
   Status Evict(size_t from, size_t count);
 
@@ -91,6 +96,7 @@ class KvCache {
   std::vector<std::vector<float>> v_;         // [layers][entries*kv_width]
   std::vector<int64_t> positions_;            // [entries]
   std::vector<int> windows_;                  // [layers]
+  std::vector<float> cos_, sin_;              // [head_dim/2], Rerotate scratch
 };
 
 }  // namespace lockstep
