@@ -352,6 +352,58 @@ TEST(ComposedRotation, ReachesTheLogits) {
   EXPECT_FALSE(SameBits(lx, lc)) << "first K difference: " << diff;
 }
 
+// Eviction keeps capacity, and after Reserve(n) appending up to n entries
+// never moves the rows (Stage::NewCache(entries) relies on both).
+TEST(EvictStorage, ReserveAndEvictKeepTheBuffers) {
+  const TestModel* m = GetModel("syn-g1");
+  ASSERT_NE(m, nullptr);
+  KvCache c = m->stage->NewCache();
+  c.Reserve(16);
+  std::vector<const float*> before;
+  for (int l = 0; l < m->layers(); ++l) {
+    for (const float* p : {c.k_data(l), c.kraw_data(l), c.v_data(l)}) before.push_back(p);
+  }
+  std::vector<float> hidden;
+  const auto toks = Tokens(*m, 10, 18);
+  ASSERT_TRUE(m->stage->Embed(toks, &hidden).ok());
+  ASSERT_TRUE(m->stage->Forward(hidden, 0, c).ok());
+  ASSERT_TRUE(c.Evict(2, 5).ok());
+  ASSERT_TRUE(m->stage->Embed(std::span(toks).first(6), &hidden).ok());
+  ASSERT_TRUE(m->stage->Forward(hidden, 5, c).ok());
+  ASSERT_EQ(c.size(), 11u);
+  size_t i = 0;
+  for (int l = 0; l < m->layers(); ++l) {
+    for (const float* p : {c.k_data(l), c.kraw_data(l), c.v_data(l)}) EXPECT_EQ(p, before[i++]);
+  }
+}
+
+// Survivors are renumbered to their index even when the stored positions
+// had a gap, and each renumbered entry is re-derived in one rotation.
+TEST(EvictStorage, GappedPositionsAreRenumberedToIndices) {
+  const TestModel* m = GetModel("syn-g1");
+  ASSERT_NE(m, nullptr);
+  KvCache c = m->stage->NewCache();
+  std::vector<float> hidden;
+  const auto toks = Tokens(*m, 5, 19);
+  ASSERT_TRUE(m->stage->Embed(std::span(toks).first(3), &hidden).ok());
+  ASSERT_TRUE(m->stage->Forward(hidden, 0, c).ok());
+  ASSERT_TRUE(m->stage->Embed(std::span(toks).subspan(3), &hidden).ok());
+  ASSERT_TRUE(m->stage->Forward(hidden, 7, c).ok());
+  const CacheSnapshot before = Snapshot(c);
+  ASSERT_TRUE(c.Evict(4, 1).ok());  // positions [0,1,2,7,8] -> [0,1,2,3]
+  EXPECT_EQ(std::vector<int64_t>(c.positions().begin(), c.positions().end()),
+            (std::vector<int64_t>{0, 1, 2, 3}));
+  const size_t w = c.kv_width(), hd = static_cast<size_t>(m->open.config.head_dim);
+  std::vector<float> want(w);
+  for (int l = 0; l < m->layers(); ++l) {
+    const size_t li = static_cast<size_t>(l);
+    EXPECT_TRUE(SameBits(std::span(c.kraw_data(l), 4 * w), std::span(before.kraw[li]).first(4 * w)));
+    RopeRow(c.kraw_data(l) + 3 * w, want.data(), w, hd, 3, m->stage->inv_freq());
+    EXPECT_TRUE(SameBits(want, std::span(c.k_data(l) + 3 * w, w))) << "layer " << l;
+    EXPECT_TRUE(SameBits(std::span(c.k_data(l), 3 * w), std::span(before.k[li]).first(3 * w)));
+  }
+}
+
 // Bad spans: Invalid with a message naming the problem; nothing changes.
 TEST(EvictErrors, BadSpansAreInvalidAndLeaveTheCacheUnchanged) {
   const TestModel* m = GetModel("syn-g1");
