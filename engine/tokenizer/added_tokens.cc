@@ -68,13 +68,18 @@ size_t LeadingSpaceLength(std::string_view s) {
 
 }  // namespace
 
-AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
+AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens,
+                                 const std::function<std::string(std::string_view)>& normalize)
+    : tokens_(std::move(tokens)) {
   raw_.by_first_byte.resize(256);
   normalized_.by_first_byte.resize(256);
   for (uint32_t i = 0; i < tokens_.size(); ++i) {
     index_by_id_.emplace(tokens_[i].id, i);
-    MatchSet& set = tokens_[i].normalized ? normalized_ : raw_;
-    set.by_first_byte[static_cast<uint8_t>(tokens_[i].content[0])].push_back(i);
+    const bool norm = tokens_[i].normalized;
+    patterns_.push_back(norm && normalize ? normalize(tokens_[i].content) : tokens_[i].content);
+    if (patterns_.back().empty()) continue;  // nothing left to match
+    MatchSet& set = norm ? normalized_ : raw_;
+    set.by_first_byte[static_cast<uint8_t>(patterns_.back()[0])].push_back(i);
     set.empty = false;
   }
 }
@@ -87,11 +92,12 @@ const AddedToken* AddedVocabulary::FindById(uint32_t id) const {
 const AddedToken* AddedVocabulary::LongestAt(const MatchSet& set, std::string_view text,
                                              size_t pos) const {
   const AddedToken* best = nullptr;
+  size_t best_len = 0;
   for (uint32_t i : set.by_first_byte[static_cast<uint8_t>(text[pos])]) {
-    const AddedToken& t = tokens_[i];
-    if (text.compare(pos, t.content.size(), t.content) == 0 &&
-        (best == nullptr || t.content.size() > best->content.size())) {
-      best = &t;
+    const std::string& p = patterns_[i];
+    if (p.size() > best_len && text.compare(pos, p.size(), p) == 0) {
+      best = &tokens_[i];
+      best_len = p.size();
     }
   }
   return best;
@@ -107,7 +113,7 @@ void AddedVocabulary::SplitWith(const MatchSet& set, std::string_view text,
       ++pos;
       continue;
     }
-    size_t start = pos, stop = pos + t->content.size();
+    size_t start = pos, stop = pos + patterns_[t - tokens_.data()].size();
     pos = stop;  // leftmost-longest, non-overlapping
     if (t->single_word && ((start > 0 && EndsWithWord(text.substr(0, start))) ||
                            (stop < text.size() && StartsWithWord(text.substr(stop))))) {
@@ -122,20 +128,24 @@ void AddedVocabulary::SplitWith(const MatchSet& set, std::string_view text,
   if (emitted < text.size()) out->push_back({text.substr(emitted), std::nullopt});
 }
 
-std::vector<TextSegment> AddedVocabulary::Split(std::string_view text) const {
-  std::vector<TextSegment> first;
-  if (raw_.empty) {
-    first.push_back({text, std::nullopt});
-  } else {
-    SplitWith(raw_, text, &first);
+void AddedVocabulary::SplitPass(Pass pass, std::string_view text,
+                                std::vector<TextSegment>* out) const {
+  const MatchSet& set = pass == Pass::kRaw ? raw_ : normalized_;
+  if (set.empty) {
+    if (!text.empty()) out->push_back({text, std::nullopt});
+    return;
   }
-  if (normalized_.empty) return first;
-  std::vector<TextSegment> out;
+  SplitWith(set, text, out);
+}
+
+std::vector<TextSegment> AddedVocabulary::Split(std::string_view text) const {
+  std::vector<TextSegment> first, out;
+  SplitPass(Pass::kRaw, text, &first);
   for (const TextSegment& seg : first) {
     if (seg.token_id) {
       out.push_back(seg);
     } else {
-      SplitWith(normalized_, seg.text, &out);
+      SplitPass(Pass::kNormalized, seg.text, &out);
     }
   }
   return out;

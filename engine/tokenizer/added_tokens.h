@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,19 +35,30 @@ struct TextSegment {
 
 class AddedVocabulary {
  public:
-  AddedVocabulary() = default;
-  // REQUIRES: contents non-empty and unique.
-  explicit AddedVocabulary(std::vector<AddedToken> tokens);
+  // Matching happens in two passes, as in the crate: normalized=false
+  // tokens on the raw input, then (after the normalizer runs on what is
+  // left) normalized=true tokens, matched by their normalized content.
+  enum class Pass { kRaw, kNormalized };
 
-  // Splits `text` into ordered segments covering it.
-  // REQUIRES: `text` is valid UTF-8. Views point into `text`.
+  AddedVocabulary() = default;
+  // REQUIRES: contents non-empty and unique. `normalize` maps a
+  // normalized=true token's content to the text it is matched as.
+  explicit AddedVocabulary(
+      std::vector<AddedToken> tokens,
+      const std::function<std::string(std::string_view)>& normalize = nullptr);
+
+  // Appends ordered segments covering `text` to `out`, cutting out the
+  // tokens of one pass. REQUIRES: valid UTF-8. Views point into `text`.
+  void SplitPass(Pass pass, std::string_view text, std::vector<TextSegment>* out) const;
+
+  // Both passes with an identity normalizer.
   std::vector<TextSegment> Split(std::string_view text) const;
 
   const AddedToken* FindById(uint32_t id) const;
   const std::vector<AddedToken>& tokens() const { return tokens_; }
 
  private:
-  // Tokens matched in one pass, bucketed by first byte.
+  // Tokens matched in one pass, bucketed by first byte of their pattern.
   struct MatchSet {
     std::vector<std::vector<uint32_t>> by_first_byte;  // [256] -> token index
     bool empty = true;
@@ -57,6 +69,7 @@ class AddedVocabulary {
                  std::vector<TextSegment>* out) const;
 
   std::vector<AddedToken> tokens_;
+  std::vector<std::string> patterns_;  // [tokens_]: the text each matches
   std::unordered_map<uint32_t, size_t> index_by_id_;  // id -> tokens_ index
   MatchSet raw_;         // normalized=false: matched on the raw input first
   MatchSet normalized_;  // normalized=true: matched in what is left

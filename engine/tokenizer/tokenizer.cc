@@ -9,6 +9,7 @@
 #include "engine/tokenizer/added_tokens.h"
 #include "engine/tokenizer/bpe_model.h"
 #include "engine/tokenizer/byte_unicode.h"
+#include "engine/tokenizer/normalizer.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/tokenizer_json.h"
 #include "engine/tokenizer/utf8.h"
@@ -16,10 +17,17 @@
 namespace lockstep {
 
 struct Tokenizer::Impl {
-  BpeModel model;
+  TextNormalizer normalizer;
   AddedVocabulary added;
   PreTokenizerChain chain;
+  BpeModel model;
   uint32_t vocab_size = 0;
+
+  // Pre-tokenizes and BPE-encodes one segment free of added tokens.
+  void EncodeText(std::string_view text, WordCache* cache, std::vector<uint32_t>* ids) const;
+  // Normalizes one raw segment, cuts normalized added tokens, encodes.
+  void EncodeRawSegment(std::string_view text, WordCache* cache,
+                        std::vector<uint32_t>* ids) const;
 };
 
 namespace {
@@ -50,10 +58,6 @@ Status CheckTopLevel(const json& root, const std::string& src) {
   }
   for (const char* key : {"truncation", "padding"}) {
     if (!Field(root, key).is_null()) return Unimplemented(src + ": " + key, "a non-null value");
-  }
-  const json& normalizer = Field(root, "normalizer");
-  if (!normalizer.is_null()) {
-    return Unimplemented(src + ": normalizer", "normalizer \"" + TypeOf(normalizer) + "\"");
   }
   const json& post = Field(root, "post_processor");
   if (!post.is_null() && TypeOf(post) != "ByteLevel") {
@@ -171,7 +175,12 @@ Result<std::shared_ptr<Tokenizer::Impl>> Build(TokenizerDoc doc, const std::stri
                                                          impl->model, src));
   impl->vocab_size = impl->model.id_bound();
   for (const AddedToken& t : added) impl->vocab_size = std::max(impl->vocab_size, t.id + 1);
-  impl->added = AddedVocabulary(std::move(added));
+  LOCKSTEP_ASSIGN_OR_RETURN(impl->normalizer,
+                            TextNormalizer::Parse(Field(doc.root, "normalizer"), src));
+  const TextNormalizer& normalizer = impl->normalizer;
+  impl->added = AddedVocabulary(std::move(added), [&normalizer](std::string_view s) {
+    return normalizer.Apply(s);
+  });
   LOCKSTEP_ASSIGN_OR_RETURN(impl->chain,
                             PreTokenizerChain::Parse(Field(doc.root, "pre_tokenizer"), src));
   return impl;
@@ -200,6 +209,41 @@ Result<Tokenizer> Tokenizer::FromFile(const std::string& path) {
   return FromJson(text, path);
 }
 
+void Tokenizer::Impl::EncodeText(std::string_view text, WordCache* cache,
+                                 std::vector<uint32_t>* ids) const {
+  const Pieces pieces = chain.Run(icu::UnicodeString::fromUTF8(
+      icu::StringPiece(text.data(), static_cast<int32_t>(text.size()))));
+  const char16_t* units = pieces.text.getBuffer();
+  std::string word;
+  for (const PieceRange& r : pieces.ranges) {
+    word.clear();
+    for (int32_t i = r.begin; i < r.end;) {
+      UChar32 c;
+      U16_NEXT(units, i, r.end, c);
+      AppendUtf8(static_cast<uint32_t>(c), &word);
+    }
+    model.EncodeWord(word, cache, ids);
+  }
+}
+
+void Tokenizer::Impl::EncodeRawSegment(std::string_view text, WordCache* cache,
+                                       std::vector<uint32_t>* ids) const {
+  std::string normalized;
+  if (!normalizer.is_identity()) {
+    normalized = normalizer.Apply(text);
+    text = normalized;
+  }
+  std::vector<TextSegment> segments;
+  added.SplitPass(AddedVocabulary::Pass::kNormalized, text, &segments);
+  for (const TextSegment& seg : segments) {
+    if (seg.token_id) {
+      ids->push_back(*seg.token_id);
+    } else {
+      EncodeText(seg.text, cache, ids);
+    }
+  }
+}
+
 std::vector<uint32_t> Tokenizer::Encode(std::string_view text) const {
   assert(text.size() < (size_t{1} << 30));  // ICU indexes UTF-16 with int32
   std::string repaired;
@@ -210,23 +254,13 @@ std::vector<uint32_t> Tokenizer::Encode(std::string_view text) const {
   std::vector<uint32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   WordCache cache;
-  std::string word;
-  for (const TextSegment& seg : impl_->added.Split(text)) {
+  std::vector<TextSegment> segments;
+  impl_->added.SplitPass(AddedVocabulary::Pass::kRaw, text, &segments);
+  for (const TextSegment& seg : segments) {
     if (seg.token_id) {
       ids.push_back(*seg.token_id);
-      continue;
-    }
-    const Pieces pieces = impl_->chain.Run(icu::UnicodeString::fromUTF8(
-        icu::StringPiece(seg.text.data(), static_cast<int32_t>(seg.text.size()))));
-    const char16_t* units = pieces.text.getBuffer();
-    for (const PieceRange& r : pieces.ranges) {
-      word.clear();
-      for (int32_t i = r.begin; i < r.end;) {
-        UChar32 c;
-        U16_NEXT(units, i, r.end, c);
-        AppendUtf8(static_cast<uint32_t>(c), &word);
-      }
-      impl_->model.EncodeWord(word, &cache, &ids);
+    } else {
+      impl_->EncodeRawSegment(seg.text, &cache, &ids);
     }
   }
   return ids;

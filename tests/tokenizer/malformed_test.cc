@@ -105,7 +105,13 @@ TEST(TokenizerMalformed, AddedTokens) {
 }
 
 TEST(TokenizerMalformed, PipelineComponents) {
-  ExpectError([](json& j) { j["normalizer"] = {{"type", "NFC"}}; }, ErrorKind::kUnimplemented, "normalizer");
+  ExpectError([](json& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, ErrorKind::kUnimplemented,
+              "normalizer.type");
+  ExpectError([](json& j) {
+    j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Strip"}}}}};
+  }, ErrorKind::kUnimplemented, "normalizer.normalizers[1].type");
+  ExpectError([](json& j) { j["normalizer"] = {{"type", "Sequence"}}; }, ErrorKind::kInvalid,
+              "normalizer.normalizers");
   ExpectError([](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }, ErrorKind::kUnimplemented,
               "pre_tokenizer.type");
   ExpectError([](json& j) { j["pre_tokenizer"] = nullptr; }, ErrorKind::kUnimplemented, "pre_tokenizer");
@@ -171,6 +177,34 @@ TEST(TokenizerMalformed, SeededDamageNeverCrashes) {
 TEST(TokenizerMalformed, SparseHugeIdsAreRefused) {
   ExpectError([](json& j) { j["model"]["vocab"]["zzz"] = 4000000000u; }, ErrorKind::kInvalid,
               "model.vocab[\"zzz\"]");
+}
+
+TEST(TokenizerMalformed, UnicodeNormalizers) {
+  json j = Base();
+  const std::string decomposed = "e\xCC\x81", composed = "\xC3\xA9";  // é
+  auto plain = Tokenizer::FromJson(j.dump(), "plain.json");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_NE(plain->Encode(decomposed), plain->Encode(composed));
+  // A normalized added token is matched by its normalized form, after the
+  // input is normalized; ids of new added tokens follow the vocab.
+  j["added_tokens"].push_back({{"id", 300}, {"content", decomposed + "x"}, {"single_word", false},
+                               {"lstrip", false}, {"rstrip", false}, {"normalized", true},
+                               {"special", false}});
+  j["normalizer"] = {{"type", "NFC"}};
+  auto nfc = Tokenizer::FromJson(j.dump(), "nfc.json");
+  ASSERT_TRUE(nfc.ok()) << nfc.status().ToString();
+  EXPECT_EQ(nfc->Encode(decomposed), nfc->Encode(composed));
+  EXPECT_EQ(nfc->Encode(composed + "x"), std::vector<uint32_t>{300});
+  EXPECT_EQ(nfc->Encode(decomposed + "x"), std::vector<uint32_t>{300});
+  EXPECT_EQ(nfc->vocab_size(), 301u);
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFKC"}}}}};
+  auto nfkc = Tokenizer::FromJson(j.dump(), "nfkc.json");
+  ASSERT_TRUE(nfkc.ok()) << nfkc.status().ToString();
+  EXPECT_EQ(nfkc->Encode("\xEF\xAC\x81"), nfkc->Encode("fi"));  // U+FB01 ligature
+  j["normalizer"] = {{"type", "NFD"}};
+  auto nfd = Tokenizer::FromJson(j.dump(), "nfd.json");
+  ASSERT_TRUE(nfd.ok()) << nfd.status().ToString();
+  EXPECT_EQ(nfd->Encode(composed), plain->Encode(decomposed));
 }
 
 TEST(TokenizerMalformed, SupportedVariantsLoad) {
