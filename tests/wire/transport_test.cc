@@ -4,6 +4,11 @@
 
 #include <array>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include <unistd.h>
 
 #include "tests/wire/wire_test_util.h"
 #include "wire/hidden_frame.h"
@@ -139,6 +144,25 @@ TEST_F(TransportTest, BadEndpointIsInvalid) {
   EXPECT_FALSE(Server::Bind(context_, "nonsense://x").ok());
   EXPECT_EQ(Client::Connect(context_, "inproc://x", "").status().kind(),
             ErrorKind::kInvalid);
+}
+
+TEST_F(TransportTest, IpcRequestResponse) {
+  const std::string path = "/tmp/lockstep-wire-test-" + std::to_string(::getpid()) + ".sock";
+  struct RemoveOnExit {
+    std::string path;
+    ~RemoveOnExit() { std::remove(path.c_str()); }
+  } remove_socket_file{path};  // destroyed after the sockets below
+  Server server = Expect(Server::Bind(context_, "ipc://" + path));
+  Client client = Expect(Client::Connect(context_, server.endpoint(), "ipc-worker"));
+  const Frame frame = MarshalHidden(testing::MakeHidden(2, 576, 30));
+  ASSERT_TRUE(client.Send(frame).ok());
+  Incoming in = Expect(server.Receive(kWait));
+  EXPECT_EQ(in.peer, "ipc-worker");
+  ASSERT_EQ(in.body.size(), frame.size());
+  EXPECT_EQ(std::memcmp(in.body.data(), frame.data(), frame.size()), 0);
+  ASSERT_TRUE(server.Send(in.peer, MarshalMessage(Release{4})).ok());
+  Message reply = Expect(ParseMessage(Expect(client.Receive(kWait)).bytes()));
+  EXPECT_EQ(std::get<Release>(reply).session_id, 4u);
 }
 
 class TcpTransportTest : public TransportTest {
