@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config clang binutils
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev binutils
   libzmq3-dev cppzmq-dev
   capnproto libcapnp-dev
   libssl-dev
@@ -15,7 +15,7 @@ PACKAGES=(
   libicu-dev
   libcli11-dev
   libspdlog-dev libfmt-dev
-  iproute2 python3
+  iproute2 debootstrap python3
 )
 
 SUDO=""
