@@ -6,11 +6,13 @@
 // Supported configuration (anything else is refused on load with
 // Unimplemented rather than tokenized differently):
 //   normalizer: null, NFC, NFD, NFKC, NFKD or a Sequence of those (ICU).
-//   pre_tokenizer: Digits, Split, ByteLevel, Sequence of
-//   those, ending with exactly one ByteLevel.  model: BPE (dropout null/0,
-//   byte_fallback false, no continuing_subword_prefix/end_of_word_suffix;
-//   unk_token, fuse_unk, ignore_merges supported).  post_processor: null or
-//   ByteLevel.  decoder: ByteLevel.  truncation/padding: null.
+//   pre_tokenizer: Digits, Split, ByteLevel, or a Sequence of those ending
+//     with exactly one ByteLevel.
+//   model: BPE (dropout null/0, byte_fallback false, no
+//     continuing_subword_prefix/end_of_word_suffix; unk_token, fuse_unk and
+//     ignore_merges supported).
+//   post_processor: null or ByteLevel.  decoder: ByteLevel.
+//   truncation, padding: null.
 //
 // Input policy: Encode accepts any bytes. Invalid UTF-8 is first replaced,
 // each maximal invalid subpart by one U+FFFD, exactly like Rust's
