@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "cli/bench_command.h"
 #include "cli/coordinator_command.h"
 #include "cli/make_model_command.h"
 #include "cli/run_command.h"
@@ -15,11 +16,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   cli::RunOptions run_opts;
   cli::MakeModelOptions make_opts;
+  cli::BenchOptions bench_opts;
   cli::WorkerCommandOptions worker_opts;
   cli::CoordinatorCommandOptions coordinator_opts;
   CLI::App* run = cli::AddRunCommand(app, run_opts);
   CLI::App* selftest = cli::AddSelftestCommand(app);
   CLI::App* make = cli::AddMakeModelCommand(app, make_opts);
+  CLI::App* bench = cli::AddBenchCommand(app, bench_opts);
   CLI::App* worker = cli::AddWorkerCommand(app, worker_opts);
   CLI::App* coordinator = cli::AddCoordinatorCommand(app, coordinator_opts);
   CLI11_PARSE(app, argc, argv);
@@ -32,6 +35,7 @@ int main(int argc, char** argv) {
   if (run->parsed()) return cli::RunRunCommand(run_opts);
   if (selftest->parsed()) return cli::RunSelftestCommand();
   if (make->parsed()) return cli::RunMakeModelCommand(make_opts);
+  if (bench->parsed()) return cli::RunBenchCommand(bench_opts);
   if (worker->parsed()) return cli::RunWorkerCommand(worker_opts);
   if (coordinator->parsed()) return cli::RunCoordinatorCommand(coordinator_opts);
   return 1;

@@ -7,9 +7,19 @@
 #include "cli/sharded_run.h"
 #include "engine/local_backend.h"
 #include "engine/model_loader.h"
+#include "engine/ops/dispatch.h"
+#include "engine/ops/thread_pool.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lockstep::cli {
+namespace {
+// Kernel choice for the monolithic run (bits are the same for every one).
+struct ComputeOptions {
+  std::string isa = "auto";
+  size_t threads = 1;
+};
+ComputeOptions compute_options;
+}  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   CLI::App* run = app.add_subcommand("run", "Greedy decode with CIS-2 digests");
@@ -28,6 +38,10 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   run->add_option("--plan", o.plan, "Explicit layer ranges, e.g. 0:10,10:20,20:30");
   run->add_flag("--compare-monolithic", o.compare_monolithic,
                 "Also run monolithically; fail unless every digest is equal");
+  run->add_option("--isa", compute_options.isa, "Kernels: scalar|avx2|avx512|neon|auto")
+      ->default_val("auto");
+  run->add_option("--threads", compute_options.threads, "Compute threads (including the caller)")
+      ->default_val(1);
   return run;
 }
 
@@ -72,7 +86,7 @@ Result<DecodeRequest> BuildRequest(const RunOptions& o, const std::string& token
   if (o.ids) {
     LOCKSTEP_ASSIGN_OR_RETURN(req.prompt, ParseIdList(*o.ids));
   } else if (o.prompt) {
-    if (!has_tokenizer) return NotFoundError("--prompt needs " + tokenizer_path);
+    if (!has_tokenizer) return NotFoundError("--prompt needs a tokenizer.json in the model folder");
     LOCKSTEP_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromFile(tokenizer_path));
     req.prompt = tok.Encode(*o.prompt);
   } else {
@@ -118,7 +132,11 @@ Status RunMonolithic(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
                             BuildRequest(o, model.files.tokenizer_path, model.files.has_tokenizer));
   const StageSpec all{0, model.config.num_layers, true, true};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto stage, LoadStage(model, all, ops::ScalarKernels()));
+  const ops::Kernels* kernels = ops::KernelsByName(compute_options.isa);
+  if (kernels == nullptr) return InvalidError("--isa " + compute_options.isa + " is not available here");
+  LOCKSTEP_ASSIGN_OR_RETURN(auto pool, ops::ThreadPool::Create(compute_options.threads));
+  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights weights, LoadStageWeights(*model.weights, model.config, all));
+  auto stage = std::make_unique<Stage>(model.config, std::move(weights), *kernels, StageOptions{pool.get()});
   const WitnessSeed seed = model.Seed();
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeResult run1, DecodeOnce(*stage, req, o.window, seed));
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeResult run2, DecodeOnce(*stage, req, o.window, seed));

@@ -1,0 +1,267 @@
+#include "cli/bench_command.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "base/sha256.h"
+#include "engine/model_loader.h"
+#include "engine/ops/dispatch.h"
+#include "engine/ops/thread_pool.h"
+#include "engine/stage.h"
+
+namespace lockstep::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Figures {
+  double ttft_s = 0, load_s = 0, decode_tok_s = 0, prefill_tok_s = 0, prefill_median_tok_s = 0;
+  double batched_tok_s = 0, stream_read_gb_s = 0, stream_triad_gb_s = 0;
+  bool batched_equals_solo = true;
+  size_t weight_bytes = 0;
+};
+
+// A deterministic prompt for session s.
+std::vector<uint32_t> Prompt(size_t len, size_t s, size_t vocab) {
+  std::vector<uint32_t> p(len);
+  for (size_t i = 0; i < len; ++i) p[i] = static_cast<uint32_t>((i * 7919 + s * 104729 + 13) % vocab);
+  return p;
+}
+
+// One greedy session: its cache, scratch and the running digest of every
+// step's logits bits (what a witness chain would fold).
+struct Session {
+  KvCache cache;
+  ForwardScratch scratch;
+  std::vector<float> hidden, logits;
+  std::vector<uint32_t> tokens;
+  Sha256Stream digest;
+};
+
+Session NewSession(const Stage& st, size_t prompt_len, size_t gen) {
+  Session s{st.NewCache(prompt_len + gen), st.NewScratch(prompt_len, prompt_len + gen), {}, {}, {}, {}};
+  s.hidden.reserve(prompt_len * st.hidden());
+  s.logits.resize(st.vocab());
+  s.tokens.reserve(prompt_len + gen);
+  return s;
+}
+
+Status Step(const Stage& st, Session& s, std::span<const uint32_t> feed) {
+  LOCKSTEP_RETURN_IF_ERROR(st.Embed(feed, &s.hidden));
+  LOCKSTEP_RETURN_IF_ERROR(st.Forward(s.hidden, static_cast<int64_t>(s.cache.size()), s.cache, s.scratch));
+  const size_t h = st.hidden();
+  st.Logits(std::span<const float>(s.hidden.data() + s.hidden.size() - h, h), s.logits, s.scratch);
+  s.digest.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.logits.data()),
+                                           s.logits.size() * sizeof(float)));
+  s.tokens.push_back(ops::ArgmaxFirst(s.logits.data(), s.logits.size()));
+  return Status::Ok();
+}
+
+// Prompt, then gen - 1 more steps; returns decode seconds (steps after the first).
+Result<double> Decode(const Stage& st, Session& s, std::span<const uint32_t> prompt, size_t gen) {
+  LOCKSTEP_RETURN_IF_ERROR(Step(st, s, prompt));
+  const auto t0 = Clock::now();
+  for (size_t i = 1; i < gen; ++i) LOCKSTEP_RETURN_IF_ERROR(Step(st, s, std::span(&s.tokens.back(), 1)));
+  return Since(t0);
+}
+
+// Sessions prefilled solo, then gen - 1 steps decoded as one batch per
+// step (ForwardBatch + LogitsBatch). Returns the batched steps' seconds.
+Result<double> DecodeBatched(const Stage& st, std::vector<Session>& ss, size_t prompt_len,
+                             size_t gen) {
+  const size_t S = ss.size(), h = st.hidden(), vocab = st.vocab();
+  for (size_t i = 0; i < S; ++i) LOCKSTEP_RETURN_IF_ERROR(Step(st, ss[i], Prompt(prompt_len, i, vocab)));
+  ForwardScratch scratch = st.NewScratch(S, prompt_len + gen);
+  std::vector<Stage::BatchItem> items(S);
+  std::vector<float> last(S * h), logits(S * vocab);
+  const auto t0 = Clock::now();
+  for (size_t step = 1; step < gen; ++step) {
+    for (size_t i = 0; i < S; ++i) {
+      LOCKSTEP_RETURN_IF_ERROR(st.Embed(std::span(&ss[i].tokens.back(), 1), &ss[i].hidden));
+      items[i] = {ss[i].hidden, static_cast<int64_t>(ss[i].cache.size()), &ss[i].cache};
+    }
+    LOCKSTEP_RETURN_IF_ERROR(st.ForwardBatch(items, scratch));
+    for (size_t i = 0; i < S; ++i) std::copy_n(ss[i].hidden.begin(), h, last.begin() + static_cast<ptrdiff_t>(i * h));
+    st.LogitsBatch(last, logits, scratch);
+    for (size_t i = 0; i < S; ++i) {
+      const float* l = logits.data() + i * vocab;
+      ss[i].digest.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(l), vocab * sizeof(float)));
+      ss[i].tokens.push_back(ops::ArgmaxFirst(l, vocab));
+    }
+  }
+  return Since(t0);
+}
+
+// STREAM-style bandwidth over buffers far larger than the caches, split
+// across the pool: read (xor of 64-bit words) and triad a = b + s*c
+// (3 arrays counted, as STREAM does). Best of `repeats`, in GB/s.
+void MeasureStream(ops::ThreadPool* pool, size_t repeats, Figures* f) {
+  const size_t n = size_t{64} << 20;  // floats per array: 256 MB each
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.5f);
+  const size_t chunk = size_t{1} << 18;
+  std::vector<uint64_t> sink((n + chunk - 1) / chunk);
+  for (size_t r = 0; r < repeats; ++r) {
+    auto t0 = Clock::now();
+    ops::ForEachChunk(pool, n, chunk, [&](size_t lo, size_t hi, size_t) {
+      const uint64_t* w = reinterpret_cast<const uint64_t*>(b.data() + lo);
+      uint64_t x0 = 0, x1 = 0, x2 = 0, x3 = 0;
+      for (size_t i = 0; i + 4 <= (hi - lo) / 2; i += 4) {
+        x0 ^= w[i], x1 ^= w[i + 1], x2 ^= w[i + 2], x3 ^= w[i + 3];
+      }
+      sink[lo / chunk] = x0 ^ x1 ^ x2 ^ x3;
+    });
+    f->stream_read_gb_s = std::max(f->stream_read_gb_s, n * 4.0 / Since(t0) / 1e9);
+    t0 = Clock::now();
+    ops::ForEachChunk(pool, n, chunk, [&](size_t lo, size_t hi, size_t) {
+      for (size_t i = lo; i < hi; ++i) a[i] = b[i] + 3.0f * c[i];
+    });
+    f->stream_triad_gb_s = std::max(f->stream_triad_gb_s, n * 12.0 / Since(t0) / 1e9);
+  }
+  if (sink[0] == 1 && a[0] == 0.0f) std::cerr << "";  // keep the reads
+}
+
+size_t PeakRssBytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<size_t>(u.ru_maxrss) * 1024;
+}
+
+Result<std::unique_ptr<Stage>> Load(const OpenModel& m, const BenchOptions& o,
+                                    const ops::Kernels& k, ops::ThreadPool* pool) {
+  const StageSpec all{0, m.config.num_layers, true, true};
+  const WeightFormat fmt = o.weights == "f32" ? WeightFormat::kPackedF32 : WeightFormat::kPackedBf16;
+  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights w, LoadStageWeights(*m.weights, m.config, all, fmt));
+  return std::make_unique<Stage>(m.config, std::move(w), k, StageOptions{pool});
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+Status MeasurePrefill(const Stage& st, const BenchOptions& o, Figures* f) {
+  std::vector<double> rates;
+  const std::vector<uint32_t> prompt = Prompt(o.prompt_len, 99, st.vocab());
+  for (size_t r = 0; r < std::max<size_t>(o.repeats, 1); ++r) {
+    Session s = NewSession(st, o.prompt_len, 1);
+    const auto t0 = Clock::now();
+    LOCKSTEP_RETURN_IF_ERROR(Step(st, s, prompt));
+    rates.push_back(static_cast<double>(o.prompt_len) / Since(t0));
+  }
+  f->prefill_tok_s = *std::max_element(rates.begin(), rates.end());
+  f->prefill_median_tok_s = Median(rates);
+  return Status::Ok();
+}
+
+Status MeasureBatched(const Stage& st, const BenchOptions& o, Figures* f) {
+  std::vector<Session> ss;
+  for (size_t i = 0; i < o.sessions; ++i) ss.push_back(NewSession(st, o.decode_prompt_len, o.gen));
+  LOCKSTEP_ASSIGN_OR_RETURN(double secs, DecodeBatched(st, ss, o.decode_prompt_len, o.gen));
+  f->batched_tok_s = static_cast<double>(o.sessions * (o.gen - 1)) / secs;
+  if (!o.verify) return Status::Ok();
+  for (size_t i = 0; i < o.sessions; ++i) {  // each session against its solo run
+    Session solo = NewSession(st, o.decode_prompt_len, o.gen);
+    LOCKSTEP_RETURN_IF_ERROR(Decode(st, solo, Prompt(o.decode_prompt_len, i, st.vocab()), o.gen).status());
+    if (solo.tokens != ss[i].tokens || solo.digest.Finalize() != ss[i].digest.Finalize()) {
+      f->batched_equals_solo = false;
+    }
+  }
+  return Status::Ok();
+}
+
+Status RunBench(const BenchOptions& o, Figures* f) {
+  const ops::Kernels* k = ops::KernelsByName(o.isa);
+  if (k == nullptr) return InvalidError("--isa " + o.isa + " is unknown or not supported by this CPU");
+  if (o.gen < 2 || o.decode_prompt_len == 0 || o.prompt_len == 0 || o.sessions == 0) {
+    return InvalidError("need --gen >= 2, --prompt-len >= 1, --sessions >= 1");
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(auto pool, ops::ThreadPool::Create(o.threads));
+  const auto t0 = Clock::now();  // time to first token: open, hash, load, prefill
+  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, ModelPins{}));
+  LOCKSTEP_ASSIGN_OR_RETURN(auto stage, Load(model, o, *k, pool.get()));
+  f->load_s = Since(t0);
+  Session s = NewSession(*stage, o.decode_prompt_len, o.gen);
+  LOCKSTEP_RETURN_IF_ERROR(Step(*stage, s, Prompt(o.decode_prompt_len, 0, stage->vocab())));
+  f->ttft_s = Since(t0);
+  const auto t1 = Clock::now();
+  for (size_t i = 1; i < o.gen; ++i) LOCKSTEP_RETURN_IF_ERROR(Step(*stage, s, std::span(&s.tokens.back(), 1)));
+  f->decode_tok_s = static_cast<double>(o.gen - 1) / Since(t1);
+  f->weight_bytes = stage->weight_bytes_per_token();
+  LOCKSTEP_RETURN_IF_ERROR(MeasurePrefill(*stage, o, f));
+  if (o.sessions > 1) LOCKSTEP_RETURN_IF_ERROR(MeasureBatched(*stage, o, f));
+  MeasureStream(pool.get(), o.repeats, f);
+  return Status::Ok();
+}
+
+nlohmann::json ToJson(const BenchOptions& o, const Figures& f) {
+  const double achieved = f.weight_bytes * f.decode_tok_s / 1e9;
+  nlohmann::json j = {{"isa", ops::KernelsByName(o.isa)->name}, {"threads", o.threads},
+                      {"sessions", o.sessions}, {"weights", o.weights},
+                      {"decode_prompt_len", o.decode_prompt_len}, {"gen", o.gen},
+                      {"prompt_len", o.prompt_len}, {"decode_tok_s", f.decode_tok_s},
+                      {"prefill_tok_s", f.prefill_tok_s}, {"prefill_median_tok_s", f.prefill_median_tok_s},
+                      {"ttft_s", f.ttft_s}, {"load_s", f.load_s},
+                      {"weight_bytes_per_token", f.weight_bytes}, {"achieved_gb_s", achieved},
+                      {"stream_gb_s", f.stream_read_gb_s}, {"stream_read_gb_s", f.stream_read_gb_s},
+                      {"stream_triad_gb_s", f.stream_triad_gb_s},
+                      {"bandwidth_fraction", f.stream_read_gb_s > 0 ? achieved / f.stream_read_gb_s : 0.0},
+                      {"peak_rss_bytes", PeakRssBytes()}};
+  if (o.sessions > 1) {
+    j["batched_tok_s"] = f.batched_tok_s;
+    j["batched_speedup"] = f.decode_tok_s > 0 ? f.batched_tok_s / f.decode_tok_s : 0.0;
+    if (o.verify) j["batched_equals_solo"] = f.batched_equals_solo;
+  }
+  return j;
+}
+
+void PrintHuman(const nlohmann::json& j) {
+  for (const auto& [key, value] : j.items()) std::cout << key << ": " << value << "\n";
+}
+
+}  // namespace
+
+CLI::App* AddBenchCommand(CLI::App& app, BenchOptions& o) {
+  CLI::App* b = app.add_subcommand("bench", "Throughput, latency and bandwidth on a model folder");
+  b->add_option("--model", o.model_dir, "Model folder")->required();
+  b->add_option("--threads", o.threads, "Threads (including the caller)")->default_val(2);
+  b->add_option("--sessions", o.sessions, "Concurrent sessions decoded as one batch")->default_val(1);
+  b->add_option("--isa", o.isa, "scalar|avx2|avx512|neon|auto")->default_val("auto");
+  b->add_option("--weights", o.weights, "bf16 (resident) | f32 (widened at load)")->default_val("bf16")
+      ->check(CLI::IsMember({"bf16", "f32"}));
+  b->add_option("--prompt-len", o.prompt_len, "Prefill length measured")->default_val(128);
+  b->add_option("--decode-prompt-len", o.decode_prompt_len, "Prompt before the decode run")->default_val(4);
+  b->add_option("--gen", o.gen, "Tokens generated per session")->default_val(128);
+  b->add_option("--repeats", o.repeats, "Prefill/stream repetitions (best reported)")->default_val(3);
+  b->add_flag("!--no-verify", o.verify, "Skip the batched == solo check");
+  b->add_flag("--json", o.json, "Print one JSON object");
+  return b;
+}
+
+int RunBenchCommand(const BenchOptions& o) {
+  Figures f;
+  if (Status st = RunBench(o, &f); !st.ok()) {
+    std::cerr << "lockstep bench: " << st.ToString() << "\n";
+    return 1;
+  }
+  const nlohmann::json j = ToJson(o, f);
+  if (o.json) {
+    std::cout << j.dump() << "\n";
+  } else {
+    PrintHuman(j);
+  }
+  if (o.sessions > 1 && o.verify && !f.batched_equals_solo) {
+    std::cerr << "lockstep bench: a batched session's digest differs from its solo run\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace lockstep::cli
