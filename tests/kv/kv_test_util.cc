@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <map>
 
+#include <unistd.h>
+
 #include "engine/io/synthetic_model.h"
 #include "engine/ops/fp_env.h"
 #include "engine/ops/kernels.h"
@@ -30,10 +32,13 @@ std::vector<Synthetic> Synthetics() {
   return {{"syn-g1", g1, 11}, {"syn-g2-bias-untied", g2, 22}, {"syn-g3-bias", g3, 33}};
 }
 
+// Synthetic models go to a directory of this process's own (ctest runs
+// test processes in parallel), removed again once the model is open.
 std::string ModelDir(const std::string& name) {
   for (const Synthetic& s : Synthetics()) {
     if (name != s.name) continue;
-    const auto dir = std::filesystem::path(LOCKSTEP_BINARY_DIR) / "kv_test_models" / name;
+    const auto dir = std::filesystem::path(LOCKSTEP_BINARY_DIR) / "kv_test_models" /
+                     (name + "." + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     const Status st = WriteSyntheticModel(dir.string(), s.shape, s.seed, "");
     EXPECT_TRUE(st.ok()) << st.ToString();
@@ -47,6 +52,9 @@ std::unique_ptr<TestModel> Load(const std::string& name) {
   const std::string dir = ModelDir(name);
   if (dir.empty()) return nullptr;
   auto open = OpenModelDir(dir, ModelPins{});
+  if (dir.find("/kv_test_models/") != std::string::npos) {
+    std::filesystem::remove_all(dir);  // the weights stay mapped
+  }
   if (!open.ok()) {
     ADD_FAILURE() << name << ": " << open.status().ToString();
     return nullptr;
