@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 
 #include "base/sha256.h"
 #include "tests/io/test_util.h"
@@ -197,6 +198,26 @@ TEST(SafetensorsTest, OpenMissingFileIsNotFound) {
   auto f = SafetensorsFile::Open(ScratchDir() + "/absent.safetensors");
   EXPECT_EQ(f.status().kind(), ErrorKind::kNotFound);
   EXPECT_NE(f.status().message().find("absent.safetensors"), std::string::npos);
+}
+
+TEST(SafetensorsTest, OpenEmptyOrTruncatedFileIsCorrupt) {
+  std::string dir = ScratchDir();
+  { std::ofstream(dir + "/empty.safetensors"); }
+  auto f = SafetensorsFile::Open(dir + "/empty.safetensors");
+  EXPECT_EQ(f.status().kind(), ErrorKind::kCorrupt);
+  EXPECT_NE(f.status().message().find("empty.safetensors"), std::string::npos);
+
+  SafetensorsWriter w;
+  w.Add("t", DType::kBF16, {64}, std::vector<uint8_t>(128, 1));
+  ASSERT_TRUE(w.WriteFile(dir + "/full.safetensors").ok());
+  std::vector<uint8_t> bytes = ReadAll(dir + "/full.safetensors");
+  bytes.pop_back();
+  std::ofstream(dir + "/cut.safetensors", std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  f = SafetensorsFile::Open(dir + "/cut.safetensors");
+  EXPECT_EQ(f.status().kind(), ErrorKind::kCorrupt);
+  EXPECT_NE(f.status().message().find("cut.safetensors"), std::string::npos);
+  EXPECT_NE(f.status().message().find("\"t\""), std::string::npos) << f.status().message();
 }
 
 TEST(SafetensorsTest, OpenDirectoryIsIo) {
