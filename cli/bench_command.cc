@@ -27,7 +27,22 @@ struct Figures {
   double batched_tok_s = 0, stream_read_gb_s = 0, stream_triad_gb_s = 0;
   bool batched_equals_solo = true;
   size_t weight_bytes = 0;
+  size_t peak_rss = 0;        // before the stream buffers exist
+  double decode_cpu_share = 0;  // process CPU time / (wall * threads) while decoding
 };
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+size_t PeakRssBytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<size_t>(u.ru_maxrss) * 1024;
+}
 
 // A deterministic prompt for session s.
 std::vector<uint32_t> Prompt(size_t len, size_t s, size_t vocab) {
@@ -104,7 +119,7 @@ Result<double> DecodeBatched(const Stage& st, std::vector<Session>& ss, size_t p
 // across the pool: read (xor of 64-bit words) and triad a = b + s*c
 // (3 arrays counted, as STREAM does). Best of `repeats`, in GB/s.
 void MeasureStream(ops::ThreadPool* pool, size_t repeats, Figures* f) {
-  const size_t n = size_t{64} << 20;  // floats per array: 256 MB each
+  const size_t n = size_t{32} << 20;  // floats per array: 128 MB each
   std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.5f);
   const size_t chunk = size_t{1} << 18;
   std::vector<uint64_t> sink((n + chunk - 1) / chunk);
@@ -128,11 +143,6 @@ void MeasureStream(ops::ThreadPool* pool, size_t repeats, Figures* f) {
   if (sink[0] == 1 && a[0] == 0.0f) std::cerr << "";  // keep the reads
 }
 
-size_t PeakRssBytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<size_t>(u.ru_maxrss) * 1024;
-}
 
 Result<std::unique_ptr<Stage>> Load(const OpenModel& m, const BenchOptions& o,
                                     const ops::Kernels& k, ops::ThreadPool* pool) {
@@ -192,11 +202,15 @@ Status RunBench(const BenchOptions& o, Figures* f) {
   LOCKSTEP_RETURN_IF_ERROR(Step(*stage, s, Prompt(o.decode_prompt_len, 0, stage->vocab())));
   f->ttft_s = Since(t0);
   const auto t1 = Clock::now();
+  const double cpu1 = CpuSeconds();
   for (size_t i = 1; i < o.gen; ++i) LOCKSTEP_RETURN_IF_ERROR(Step(*stage, s, std::span(&s.tokens.back(), 1)));
-  f->decode_tok_s = static_cast<double>(o.gen - 1) / Since(t1);
+  const double wall = Since(t1);
+  f->decode_tok_s = static_cast<double>(o.gen - 1) / wall;
+  f->decode_cpu_share = (CpuSeconds() - cpu1) / (wall * static_cast<double>(o.threads));
   f->weight_bytes = stage->weight_bytes_per_token();
   LOCKSTEP_RETURN_IF_ERROR(MeasurePrefill(*stage, o, f));
   if (o.sessions > 1) LOCKSTEP_RETURN_IF_ERROR(MeasureBatched(*stage, o, f));
+  f->peak_rss = PeakRssBytes();
   MeasureStream(pool.get(), o.repeats, f);
   return Status::Ok();
 }
@@ -213,7 +227,7 @@ nlohmann::json ToJson(const BenchOptions& o, const Figures& f) {
                       {"stream_gb_s", f.stream_read_gb_s}, {"stream_read_gb_s", f.stream_read_gb_s},
                       {"stream_triad_gb_s", f.stream_triad_gb_s},
                       {"bandwidth_fraction", f.stream_read_gb_s > 0 ? achieved / f.stream_read_gb_s : 0.0},
-                      {"peak_rss_bytes", PeakRssBytes()}};
+                      {"peak_rss_bytes", f.peak_rss}, {"decode_cpu_share", f.decode_cpu_share}};
   if (o.sessions > 1) {
     j["batched_tok_s"] = f.batched_tok_s;
     j["batched_speedup"] = f.decode_tok_s > 0 ? f.batched_tok_s / f.decode_tok_s : 0.0;

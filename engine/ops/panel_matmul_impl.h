@@ -24,22 +24,32 @@ inline void Tile(const T* const* panels, size_t cols, size_t v0, const float* x,
                  float* tmp) {
   using V = typename I::V;
   constexpr size_t L = I::kLanes;
-  V acc[NP][RV][NT];
+  V acc[NP][RV][NT];  // fully unrolled below, so it lives in registers
+#pragma GCC unroll 16
   for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 16
     for (int v = 0; v < RV; ++v)
+#pragma GCC unroll 16
       for (int t = 0; t < NT; ++t) acc[p][v][t] = I::Zero();
   for (size_t k = 0; k < cols; ++k) {
     V xb[NT];
+#pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) xb[t] = I::Broadcast(x[t * xs + k]);
+#pragma GCC unroll 16
     for (int p = 0; p < NP; ++p) {
+#pragma GCC unroll 16
       for (int v = 0; v < RV; ++v) {
         const V w = I::Load(panels[p] + k * kPanelRows + (v0 + v) * L);
+#pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) acc[p][v][t] = I::Add(acc[p][v][t], I::Mul(w, xb[t]));
       }
     }
   }
+#pragma GCC unroll 16
   for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 16
     for (int t = 0; t < NT; ++t)
+#pragma GCC unroll 16
       for (int v = 0; v < RV; ++v)
         I::Store(tmp + (p * NT + t) * kPanelRows + (v0 + v) * L, acc[p][v][t]);
 }
