@@ -2,6 +2,7 @@
 // (byte_level.rs, digits.rs, split.rs).
 #include "engine/tokenizer/pre_tokenizer.h"
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,18 +18,21 @@ using Words = std::vector<std::string>;
 const json kByteLevelNoSplit = {{"type", "ByteLevel"}, {"add_prefix_space", false},
                                 {"trim_offsets", true}, {"use_regex", false}};
 
-Words PreTokenize(const json& config, const std::string& text) {
-  auto chain = PreTokenizerChain::Parse(config, "test.json");
-  EXPECT_TRUE(chain.ok()) << chain.status().ToString();
+Words SplitWords(const PreTokenizerChain& chain, const std::string& text) {
   Words out;
-  if (!chain.ok()) return out;
-  const Pieces pieces = chain->Run(icu::UnicodeString::fromUTF8(text));
+  const Pieces pieces = chain.Run(icu::UnicodeString::fromUTF8(text));
   for (const PieceRange& r : pieces.ranges) {
     std::string s;
     pieces.text.tempSubStringBetween(r.begin, r.end).toUTF8String(s);
     out.push_back(s);
   }
   return out;
+}
+
+Words PreTokenize(const json& config, const std::string& text) {
+  auto chain = PreTokenizerChain::Parse(config, "test.json");
+  EXPECT_TRUE(chain.ok()) << chain.status().ToString();
+  return chain.ok() ? SplitWords(*chain, text) : Words{};
 }
 
 json ByteLevel(bool add_prefix_space) {
@@ -90,6 +94,29 @@ TEST(PreTokenizer, SplitStringEqualsRegexAndInvert) {
   const json dots = Then({{"type", "Split"}, {"pattern", {{"String", ".*"}}},
                           {"behavior", "Isolated"}, {"invert", false}});
   EXPECT_EQ(PreTokenize(dots, "a.*b.c"), (Words{"a", ".*", "b.c"}));
+}
+
+// Seeded random strings over tricky characters (Unicode spaces, marks,
+// numerics, emoji, NUL) split by an independent implementation: Python's
+// `regex` module (testdata/make_gpt2_split_cases.py).
+TEST(PreTokenizer, MatchesIndependentGpt2Split) {
+  const std::string path =
+      std::string(LOCKSTEP_SOURCE_DIR) + "/tests/tokenizer/testdata/gpt2_split_cases.json";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "missing " << path;
+  const json doc = json::parse(in);
+  const json smol = {{"type", "Sequence"},
+                     {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}},
+                                        ByteLevel(false)}}};
+  auto chain = PreTokenizerChain::Parse(smol, "smol");
+  ASSERT_TRUE(chain.ok());
+  size_t checked = 0;
+  for (const json& c : doc.at("cases")) {
+    const std::string text = c.at("text");
+    EXPECT_EQ(SplitWords(*chain, text), c.at("words").get<Words>()) << json(text).dump();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 800u);
 }
 
 }  // namespace
