@@ -76,6 +76,22 @@ TEST(TokenizerFixtures, PairMergesFileGivesSameIds) {
   for (const std::string& t : texts) EXPECT_EQ(near->Encode(t), smol->Encode(t)) << t;
 }
 
+// Ids from an independent reference (testdata/make_smollm2_cases.py:
+// Python regex + classic GPT-2 BPE loop) on seeded random texts.
+TEST(TokenizerFixtures, MatchesIndependentReferenceOnRandomTexts) {
+  LOCKSTEP_REQUIRE_SMOL();
+  const std::string path =
+      std::string(LOCKSTEP_SOURCE_DIR) + "/tests/tokenizer/testdata/smollm2_cases.json";
+  const std::string text = ReadFile(path);
+  ASSERT_FALSE(text.empty()) << "missing " << path;
+  const auto cases = nlohmann::json::parse(text).at("cases");
+  ASSERT_EQ(cases.size(), 400u);
+  for (const auto& c : cases) {
+    const std::string t = c.at("text");
+    EXPECT_EQ(smol->Encode(t), c.at("ids").get<std::vector<uint32_t>>()) << nlohmann::json(t).dump();
+  }
+}
+
 TEST(TokenizerFixtures, TinyLlamaOnceUponATime) {
   const std::string rel = "fixtures/conformance/tiny-llama/tokenizer.json";
   if (!SharedExists(rel)) GTEST_SKIP() << "fixture absent: " << SharedPath(rel);
