@@ -34,7 +34,10 @@ void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type) {
   void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) throw std::bad_alloc();
   if (align == kHugePage) (void)madvise(p, rounded, MADV_HUGEPAGE);
-  std::memset(p, 0, rounded);
+  // Only the last panel can hold padding rows; the rest is written by the
+  // packers, so zero just that panel (and the rounding slack).
+  const size_t tail = (panels() - 1) * kPanelRows * cols * ElementBytes();
+  std::memset(static_cast<uint8_t*>(p) + tail, 0, rounded - tail);
   data_.reset(static_cast<uint8_t*>(p));
 }
 
