@@ -23,7 +23,9 @@
 #     --heartbeat-ms N / --liveness N / --request-timeout-ms N   config knobs
 #     --fault MODE       none | link-down | kill-worker   (default none)
 #     --fault-worker I   which worker to break (0-based, default: the middle one)
-#     --fault-delay-ms N wait after the coordinator is connected (default 300)
+#     --fault-after-bytes B  inject once the coordinator has received B bytes
+#                        (logits flowing: the decode is under way; default 32768)
+#     --fault-delay-ms N then wait N ms more (default 100)
 #     --keep             keep the work folder (config, logs) for inspection
 #     --quiet            less chatter
 #
@@ -54,11 +56,12 @@ LIVENESS=8
 REQUEST_TIMEOUT_MS=""
 FAULT=none
 FAULT_WORKER=""
-FAULT_DELAY_MS=300
+FAULT_DELAY_MS=100
+FAULT_AFTER_BYTES=32768
 KEEP=0
 QUIET=0
 
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) BIN=$2; shift 2 ;;
@@ -78,6 +81,7 @@ while [ $# -gt 0 ]; do
     --fault) FAULT=$2; shift 2 ;;
     --fault-worker) FAULT_WORKER=$2; shift 2 ;;
     --fault-delay-ms) FAULT_DELAY_MS=$2; shift 2 ;;
+    --fault-after-bytes) FAULT_AFTER_BYTES=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --quiet) QUIET=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -232,6 +236,7 @@ for ((i = 0; i < WORKERS; i++)); do
   ip netns exec "${NS_W[$i]}" "$BIN" worker --listen "tcp://${W_ADDR[$i]}:$PORT" \
     >"$WORK/worker$i.log" 2>&1 &
   PIDS+=($!)
+  disown "$!"  # no job notices when a fault test kills it
 done
 
 # Wait for every worker to listen on its own address (bounded).
@@ -281,19 +286,28 @@ COORD_PID=$!
 if [ "$FAULT" != none ]; then
   VICTIM=${NS_W[$FAULT_WORKER]}
   VICTIM_ADDR="${W_ADDR[$FAULT_WORKER]}:$PORT"
-  # Wait until the coordinator holds a connection to the victim: the decode is on.
-  connected=0
+  # The decode is under way once the coordinator has received a good amount
+  # of data (logits from the last stage: about 4 bytes per vocab entry per
+  # token), well beyond what the handshake and heartbeats carry.
+  coord_rx() {
+    ip netns exec "$NS_CO" ss -Htin state established 2>/dev/null \
+      | grep -o 'bytes_received:[0-9]*' | awk -F: '{s += $2} END {print s + 0}'
+  }
+  rx=0
   while [ $(( $(date +%s) - START )) -lt "$TIMEOUT" ]; do
     kill -0 "$COORD_PID" 2>/dev/null || break
-    if ip netns exec "$VICTIM" ss -Htn state established "sport = :$PORT" 2>/dev/null | grep -q .; then
-      connected=1; break
-    fi
+    rx=$(coord_rx)
+    [ "$rx" -ge "$FAULT_AFTER_BYTES" ] && break
     sleep 0.05
   done
-  [ $connected -eq 1 ] || { cat "$WORK/coord.err" >&2; fail "coordinator never connected to worker $FAULT_WORKER ($VICTIM_ADDR) before the fault"; }
+  if [ "$rx" -lt "$FAULT_AFTER_BYTES" ]; then
+    cat "$WORK/coord.err" >&2
+    fail "the decode never got going before the fault (coordinator received $rx bytes)"
+  fi
   sleep "$(awk -v ms="$FAULT_DELAY_MS" 'BEGIN{printf "%.3f", ms/1000}')"
   kill -0 "$COORD_PID" 2>/dev/null \
-    || fail "the decode finished before the fault could be injected (raise --gen or lower --fault-delay-ms)"
+    || fail "the decode finished before the fault could be injected (raise --gen)"
+  log "decode under way: coordinator has received $rx bytes"
   case "$FAULT" in
     link-down)
       log "fault: link of worker $FAULT_WORKER ($VICTIM_ADDR) set down"
