@@ -148,7 +148,7 @@ Result<std::unique_ptr<Stage>> Load(const OpenModel& m, const BenchOptions& o,
                                     const ops::Kernels& k, ops::ThreadPool* pool) {
   const StageSpec all{0, m.config.num_layers, true, true};
   const WeightFormat fmt = o.weights == "f32" ? WeightFormat::kPackedF32 : WeightFormat::kPackedBf16;
-  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights w, LoadStageWeights(*m.weights, m.config, all, fmt));
+  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights w, LoadStageWeights(*m.weights, m.config, all, fmt, pool));
   return std::make_unique<Stage>(m.config, std::move(w), k, StageOptions{pool});
 }
 

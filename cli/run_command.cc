@@ -135,7 +135,8 @@ Status RunMonolithic(const RunOptions& o) {
   const ops::Kernels* kernels = ops::KernelsByName(compute_options.isa);
   if (kernels == nullptr) return InvalidError("--isa " + compute_options.isa + " is not available here");
   LOCKSTEP_ASSIGN_OR_RETURN(auto pool, ops::ThreadPool::Create(compute_options.threads));
-  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights weights, LoadStageWeights(*model.weights, model.config, all));
+  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights weights, LoadStageWeights(*model.weights, model.config, all,
+                                                                   WeightFormat::kPackedBf16, pool.get()));
   auto stage = std::make_unique<Stage>(model.config, std::move(weights), *kernels, StageOptions{pool.get()});
   const WitnessSeed seed = model.Seed();
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeResult run1, DecodeOnce(*stage, req, o.window, seed));

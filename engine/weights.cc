@@ -17,7 +17,8 @@ Result<std::vector<float>> ReadVector(const SafetensorsFile& f, const std::strin
 }
 
 Result<WeightMatrix> ReadMatrix(const SafetensorsFile& f, const std::string& name,
-                                size_t rows, size_t cols, WeightFormat format) {
+                                size_t rows, size_t cols, WeightFormat format,
+                                ops::ThreadPool* pool) {
   const Shape shape{static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
   WeightMatrix m;
   m.rows = rows;
@@ -37,7 +38,7 @@ Result<WeightMatrix> ReadMatrix(const SafetensorsFile& f, const std::string& nam
   }
   const ops::WeightType type =
       format == WeightFormat::kPackedBf16 ? ops::WeightType::kBf16 : ops::WeightType::kF32;
-  m.packed = ops::PackedMatrix::FromBf16Bytes(f.Bytes(*t), rows, cols, type);
+  m.packed = ops::PackedMatrix::FromBf16Bytes(f.Bytes(*t), rows, cols, type, pool);
   return m;
 }
 
@@ -49,24 +50,24 @@ Result<std::vector<float>> ReadOptionalBias(const SafetensorsFile& f, const std:
 }
 
 Result<LayerWeights> LoadLayer(const SafetensorsFile& f, const ModelConfig& c, int l,
-                               WeightFormat fmt) {
+                               WeightFormat fmt, ops::ThreadPool* pool) {
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const size_t q_width = static_cast<size_t>(c.num_heads) * static_cast<size_t>(c.head_dim);
   const size_t kv_width = static_cast<size_t>(c.num_kv_heads) * static_cast<size_t>(c.head_dim);
   const size_t inter = static_cast<size_t>(c.intermediate_size);
   LayerWeights w;
   LOCKSTEP_ASSIGN_OR_RETURN(w.input_norm, ReadVector(f, LayerName(l, "input_layernorm.weight"), hidden));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.q_proj, ReadMatrix(f, LayerName(l, "self_attn.q_proj.weight"), q_width, hidden, fmt));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.k_proj, ReadMatrix(f, LayerName(l, "self_attn.k_proj.weight"), kv_width, hidden, fmt));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.v_proj, ReadMatrix(f, LayerName(l, "self_attn.v_proj.weight"), kv_width, hidden, fmt));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.q_proj, ReadMatrix(f, LayerName(l, "self_attn.q_proj.weight"), q_width, hidden, fmt, pool));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.k_proj, ReadMatrix(f, LayerName(l, "self_attn.k_proj.weight"), kv_width, hidden, fmt, pool));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.v_proj, ReadMatrix(f, LayerName(l, "self_attn.v_proj.weight"), kv_width, hidden, fmt, pool));
   LOCKSTEP_ASSIGN_OR_RETURN(w.q_bias, ReadOptionalBias(f, LayerName(l, "self_attn.q_proj.bias"), q_width));
   LOCKSTEP_ASSIGN_OR_RETURN(w.k_bias, ReadOptionalBias(f, LayerName(l, "self_attn.k_proj.bias"), kv_width));
   LOCKSTEP_ASSIGN_OR_RETURN(w.v_bias, ReadOptionalBias(f, LayerName(l, "self_attn.v_proj.bias"), kv_width));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.o_proj, ReadMatrix(f, LayerName(l, "self_attn.o_proj.weight"), hidden, q_width, fmt));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.o_proj, ReadMatrix(f, LayerName(l, "self_attn.o_proj.weight"), hidden, q_width, fmt, pool));
   LOCKSTEP_ASSIGN_OR_RETURN(w.post_norm, ReadVector(f, LayerName(l, "post_attention_layernorm.weight"), hidden));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.gate_proj, ReadMatrix(f, LayerName(l, "mlp.gate_proj.weight"), inter, hidden, fmt));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.up_proj, ReadMatrix(f, LayerName(l, "mlp.up_proj.weight"), inter, hidden, fmt));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.down_proj, ReadMatrix(f, LayerName(l, "mlp.down_proj.weight"), hidden, inter, fmt));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.gate_proj, ReadMatrix(f, LayerName(l, "mlp.gate_proj.weight"), inter, hidden, fmt, pool));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.up_proj, ReadMatrix(f, LayerName(l, "mlp.up_proj.weight"), inter, hidden, fmt, pool));
+  LOCKSTEP_ASSIGN_OR_RETURN(w.down_proj, ReadMatrix(f, LayerName(l, "mlp.down_proj.weight"), hidden, inter, fmt, pool));
   return w;
 }
 
@@ -106,7 +107,8 @@ size_t WeightBytesPerToken(const StageWeights& w) {
 }
 
 Result<StageWeights> LoadStageWeights(const SafetensorsFile& f, const ModelConfig& c,
-                                      const StageSpec& spec, WeightFormat format) {
+                                      const StageSpec& spec, WeightFormat format,
+                                      ops::ThreadPool* pool) {
   LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(c, spec));
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const size_t vocab = static_cast<size_t>(c.vocab_size);
@@ -114,16 +116,16 @@ Result<StageWeights> LoadStageWeights(const SafetensorsFile& f, const ModelConfi
   w.spec = spec;
   const bool tied = c.tie_word_embeddings;
   if (spec.first || (spec.last && tied)) {
-    LOCKSTEP_ASSIGN_OR_RETURN(w.embed, ReadMatrix(f, "model.embed_tokens.weight", vocab, hidden, format));
+    LOCKSTEP_ASSIGN_OR_RETURN(w.embed, ReadMatrix(f, "model.embed_tokens.weight", vocab, hidden, format, pool));
   }
   for (int l = spec.lo; l < spec.hi; ++l) {
-    LOCKSTEP_ASSIGN_OR_RETURN(LayerWeights lw, LoadLayer(f, c, l, format));
+    LOCKSTEP_ASSIGN_OR_RETURN(LayerWeights lw, LoadLayer(f, c, l, format, pool));
     w.layers.push_back(std::move(lw));
   }
   if (spec.last) {
     LOCKSTEP_ASSIGN_OR_RETURN(w.final_norm, ReadVector(f, "model.norm.weight", hidden));
     if (!tied) {
-      LOCKSTEP_ASSIGN_OR_RETURN(w.lm_head, ReadMatrix(f, "lm_head.weight", vocab, hidden, format));
+      LOCKSTEP_ASSIGN_OR_RETURN(w.lm_head, ReadMatrix(f, "lm_head.weight", vocab, hidden, format, pool));
     }
   }
   return w;

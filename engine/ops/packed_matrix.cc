@@ -2,12 +2,17 @@
 
 #include <sys/mman.h>
 
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "engine/ops/thread_pool.h"
+
 namespace lockstep::ops {
 namespace {
+
+static_assert(std::endian::native == std::endian::little, "bf16 bytes are read as host u16");
 
 constexpr size_t kHugePage = size_t{2} << 20;
 
@@ -45,35 +50,35 @@ PackedMatrix PackedMatrix::FromF32(const float* w, size_t rows, size_t cols) {
   PackedMatrix m;
   m.Allocate(rows, cols, WeightType::kF32);
   float* out = reinterpret_cast<float*>(m.data_.get());
-  for (size_t r0 = 0; r0 < rows; r0 += kPanelRows) {  // writes in storage order
-    const size_t n = rows - r0 < kPanelRows ? rows - r0 : kPanelRows;
-    for (size_t k = 0; k < cols; ++k) {
-      for (size_t i = 0; i < n; ++i) out[m.Index(r0 + i, k)] = w[(r0 + i) * cols + k];
-    }
+  for (size_t r = 0; r < rows; ++r) {  // see FromBf16Bytes for the loop order
+    float* dst = out + m.Index(r, 0);
+    for (size_t k = 0; k < cols; ++k) dst[k * kPanelRows] = w[r * cols + k];
   }
   return m;
 }
 
 PackedMatrix PackedMatrix::FromBf16Bytes(std::span<const uint8_t> bytes, size_t rows,
-                                         size_t cols, WeightType type) {
+                                         size_t cols, WeightType type, ThreadPool* pool) {
   PackedMatrix m;
   m.Allocate(rows, cols, type);
-  uint16_t* out16 = reinterpret_cast<uint16_t*>(m.data_.get());
-  uint32_t* out32 = reinterpret_cast<uint32_t*>(m.data_.get());
-  for (size_t r0 = 0; r0 < rows; r0 += kPanelRows) {  // writes in storage order
-    const size_t n = rows - r0 < kPanelRows ? rows - r0 : kPanelRows;
-    for (size_t k = 0; k < cols; ++k) {
-      for (size_t i = 0; i < n; ++i) {
-        const uint8_t* src = bytes.data() + 2 * ((r0 + i) * cols + k);
-        const uint16_t b = static_cast<uint16_t>(src[0] | (src[1] << 8));
-        if (type == WeightType::kBf16) {
-          out16[m.Index(r0 + i, k)] = b;
-        } else {
-          out32[m.Index(r0 + i, k)] = WidenBits(b);
+  // Row by row within a panel: sequential reads, and the panel being
+  // written (cols * kPanelRows elements) stays in cache.
+  ForEachChunk(pool, rows, kPanelRows * 8, [&](size_t r0, size_t r1, size_t) {
+    for (size_t r = r0; r < r1; ++r) {
+      const uint8_t* src = bytes.data() + 2 * r * cols;
+      if (type == WeightType::kBf16) {
+        uint16_t* dst = reinterpret_cast<uint16_t*>(m.data_.get()) + m.Index(r, 0);
+        for (size_t k = 0; k < cols; ++k) std::memcpy(dst + k * kPanelRows, src + 2 * k, 2);
+      } else {
+        uint32_t* dst = reinterpret_cast<uint32_t*>(m.data_.get()) + m.Index(r, 0);
+        for (size_t k = 0; k < cols; ++k) {
+          uint16_t b;
+          std::memcpy(&b, src + 2 * k, 2);
+          dst[k * kPanelRows] = WidenBits(b);
         }
       }
     }
-  }
+  });
   return m;
 }
 

@@ -27,6 +27,8 @@ inline constexpr size_t kPanelRows = 32;
 
 enum class WeightType : uint8_t { kF32, kBf16 };
 
+class ThreadPool;
+
 class PackedMatrix {
  public:
   PackedMatrix() = default;
@@ -37,8 +39,9 @@ class PackedMatrix {
   static PackedMatrix FromF32(const float* w, size_t rows, size_t cols);
   // From row-major little-endian bf16 bytes (2*rows*cols of them, any
   // alignment): kept as bf16 when type == kBf16, widened by §4.1 when kF32.
+  // With a pool, rows are packed in parallel (the result is the same).
   static PackedMatrix FromBf16Bytes(std::span<const uint8_t> bytes, size_t rows, size_t cols,
-                                    WeightType type);
+                                    WeightType type, ThreadPool* pool = nullptr);
 
   size_t rows() const { return rows_; }
   size_t cols() const { return cols_; }
