@@ -62,9 +62,10 @@ timeout "$TIMEOUT" "${DC[@]}" up --no-color --abort-on-container-exit --exit-cod
   >"$OUT/up.log" 2>&1
 RC=$?
 [ "$RC" -eq 124 ] && fail "compose run exceeded ${TIMEOUT}s"
-"${DC[@]}" logs --no-color --no-log-prefix coordinator >"$OUT/coord.out" 2>/dev/null \
-  || "${DC[@]}" logs --no-color coordinator | sed 's/^[^|]*| //' >"$OUT/coord.out"
+# The coordinator's stdout (the JSON line) as compose logged it.
+grep -E '^coordinator[-_0-9]* +\| ' "$OUT/up.log" | sed 's/^[^|]*| //' >"$OUT/coord.out"
 [ "$RC" -eq 0 ] || { tail -n 40 "$OUT/up.log" >&2; fail "coordinator exited $RC"; }
+log "coordinator: $(grep -c . "$OUT/coord.out") line(s) of output; workers: $(grep -cE '^worker[0-9].*listening' "$OUT/up.log") listening"
 
 log "monolithic reference in the same image"
 timeout "$TIMEOUT" "${DC[@]}" run --rm -T reference >"$OUT/mono.out" 2>"$OUT/mono.err" \
