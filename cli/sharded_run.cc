@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/local_backend.h"
+#include "engine/ops/dispatch.h"
 #include "engine/model_loader.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -182,7 +183,7 @@ Result<std::pair<DecodeResult, double>> RunMonolithicTimed(const OpenModel& mode
                                                            const DecodeRequest& req,
                                                            std::optional<int> window) {
   const StageSpec all{0, model.config.num_layers, true, true};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto stage, LoadStage(model, all, ops::ScalarKernels()));
+  LOCKSTEP_ASSIGN_OR_RETURN(auto stage, LoadStage(model, all, ops::BestKernels()));
   LocalBackend backend(*stage);
   if (window) LOCKSTEP_RETURN_IF_ERROR(backend.SetWindow(*window));
   TimedBackend timed(backend);

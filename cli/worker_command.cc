@@ -26,6 +26,8 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerCommandOptions& o) {
   cmd->add_option("--listen", o.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:5555 (port * = any)")
       ->required();
   cmd->add_option("--name", o.name, "Name used in messages (default worker@ENDPOINT)");
+  cmd->add_option("--model", o.model_dir,
+                  "Serve this model folder instead of the path the coordinator names");
   return cmd;
 }
 
@@ -39,6 +41,7 @@ int RunWorkerCommand(const WorkerCommandOptions& o) {
   WorkerOptions options;
   options.listen = o.listen;
   options.name = o.name;
+  options.model_dir_override = o.model_dir;
   Result<std::unique_ptr<Worker>> worker = Worker::Create(context, std::move(options));
   if (!worker.ok()) {
     std::cerr << "lockstep worker: " << worker.status().ToString() << "\n";

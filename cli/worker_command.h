@@ -11,6 +11,7 @@ namespace lockstep::cli {
 struct WorkerCommandOptions {
   std::string listen;
   std::string name;
+  std::string model_dir;  // overrides the folder named by the coordinator
 };
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerCommandOptions& opts);

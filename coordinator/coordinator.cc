@@ -86,7 +86,10 @@ Status Coordinator::Connect() {
   const std::string identity = "coordinator-" + std::to_string(getpid()) + "-" +
                                std::to_string(reinterpret_cast<uintptr_t>(this));
   for (size_t k = 0; k < workers_.size(); ++k) {
-    Result<wire::Client> client = wire::Client::Connect(context_, workers_[k].endpoint, identity);
+    wire::TransportOptions transport;
+    transport.send_timeout = milliseconds(0);  // the I/O thread never blocks on a peer
+    Result<wire::Client> client =
+        wire::Client::Connect(context_, workers_[k].endpoint, identity, transport);
     if (!client.ok()) return client.status().WithContext(Describe(k));
     const auto now = Clock::now();
     links_.push_back(Link{std::move(client).value(), wire::PeerLiveness(hb, now), now});
@@ -96,7 +99,7 @@ Status Coordinator::Connect() {
 
 Status Coordinator::SendTo(size_t k, std::span<const uint8_t> frame) {
   Status st = links_[k].client.Send(frame);
-  if (!st.ok()) return st.WithContext(Describe(k));
+  if (!st.ok()) return DisconnectedError(Describe(k) + " cannot take messages: " + st.message());
   links_[k].liveness.OnSent(Clock::now());
   std::lock_guard<std::mutex> lock(mu_);
   stats_.bytes_sent += frame.size();

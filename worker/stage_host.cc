@@ -94,7 +94,7 @@ void StageHost::Report(const Status& st, bool has_session, uint64_t session_id,
   r.message = Who() + ": " + st.message();
   r.has_session = has_session;
   r.session_id = session_id;
-  out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(r), "", has_session,
+  out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(r), "", "", has_session,
                           session_id});
 }
 
@@ -103,7 +103,7 @@ void StageHost::Forward(const wire::Message& m, std::vector<Outgoing>* out) cons
   bool has = false;
   const uint64_t session = SessionOf(m, &has);
   out->push_back(
-      Outgoing{Outgoing::To::kNextStage, wire::MarshalMessage(m), "", has, session});
+      Outgoing{Outgoing::To::kNextStage, wire::MarshalMessage(m), "", "", has, session});
 }
 
 // ---- assignment -------------------------------------------------------------
@@ -121,7 +121,8 @@ void StageHost::OnAssign(const wire::Assign& m, std::vector<Outgoing>* out) {
 
 Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* out) {
   LOCKSTEP_RETURN_IF_ERROR(ops::PinFpEnvironment());
-  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(m.model_dir, ModelPins{}));
+  const std::string& dir = model_dir_override_.empty() ? m.model_dir : model_dir_override_;
+  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(dir, ModelPins{}));
   wire::Hello hello;
   hello.worker_id = name_;
   hello.weights_sha256 = model.hashes.weights;
@@ -130,7 +131,8 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
   hello.table_digest = model.table_digest;
   hello.inv_freq_table_digest = model.inv_freq_table_digest;
   hello.isa = ops::IsaName() + "/" + kernels_.name;
-  out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(hello), "", false, 0});
+  out->push_back(
+      Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(hello), "", "", false, 0});
   LOCKSTEP_RETURN_IF_ERROR(
       CompareHash("weights_sha256", m.expected_weights_sha256, model.hashes.weights));
   LOCKSTEP_RETURN_IF_ERROR(
@@ -144,9 +146,12 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
   LOCKSTEP_ASSIGN_OR_RETURN(stage_, LoadStage(model, spec, kernels_));
   // `model` (and its mmap of the whole file) goes away here: only this
   // stage's widened tensors stay resident.
-  if (!m.is_last) out->push_back(Outgoing{Outgoing::To::kConnectNext, {}, m.next_hop, false, 0});
+  if (!m.is_last) {
+    out->push_back(Outgoing{Outgoing::To::kConnectNext, {}, m.next_hop,
+                            "stage " + std::to_string(m.worker_index + 1), false, 0});
+  }
   wire::AssignAck ack{m.worker_index, m.layer_lo, m.layer_hi, 0};
-  out->push_back(Outgoing{Outgoing::To::kCoordinator, {}, "", false, 0});
+  out->push_back(Outgoing{Outgoing::To::kCoordinator, {}, "", "", false, 0});
   // Measured after the OpenModel above is released (end of scope is too
   // late to include in the ack), so unmap explicitly first.
   model.weights.reset();
@@ -247,14 +252,14 @@ Status StageHost::ForwardAndEmit(Session& s, uint64_t session_id, uint32_t step,
     wire::Logits logits{session_id, step, static_cast<uint32_t>(stage_->vocab()), {}};
     logits.payload.resize(stage_->vocab());
     stage_->Logits(std::span<const float>(hidden_.data() + (n - 1) * h, h), logits.payload);
-    out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(logits), "", true,
-                            session_id});
+    out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(logits), "", "",
+                            true, session_id});
     return Status::Ok();
   }
   wire::HiddenFrame frame{session_id, step,           first_pos, static_cast<uint32_t>(n),
                           static_cast<uint32_t>(h), assign_.layer_hi, hidden_};
   out->push_back(
-      Outgoing{Outgoing::To::kNextStage, wire::MarshalHidden(frame), "", true, session_id});
+      Outgoing{Outgoing::To::kNextStage, wire::MarshalHidden(frame), "", "", true, session_id});
   return Status::Ok();
 }
 

@@ -37,6 +37,7 @@ struct Outgoing {
   To to = To::kCoordinator;
   wire::Frame frame;       // kCoordinator, kNextStage
   std::string endpoint;    // kConnectNext: the next stage's endpoint
+  std::string label;       // kConnectNext: "stage K" of the next stage, for messages
   bool has_session = false;
   uint64_t session_id = 0;  // for reporting a failed send
 };
@@ -44,6 +45,9 @@ struct Outgoing {
 class StageHost {
  public:
   StageHost(std::string worker_name, const ops::Kernels& kernels);
+
+  // Opens `dir` instead of the folder an Assign names ("" = as assigned).
+  void set_model_dir_override(std::string dir) { model_dir_override_ = std::move(dir); }
 
   // Test hook: sees every hidden frame after it decoded and verified.
   void set_observe_hidden_for_testing(std::function<void(const wire::HiddenFrame&)> f) {
@@ -90,6 +94,7 @@ class StageHost {
   static uint64_t SessionOf(const wire::Message& message, bool* has);
 
   std::string name_;
+  std::string model_dir_override_;
   const ops::Kernels& kernels_;
   std::function<void(const wire::HiddenFrame&)> observe_hidden_;
   wire::Assign assign_;                  // current assignment

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <unistd.h>
 
+#include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
 #include "wire/envelope.h"
 
@@ -12,14 +13,20 @@ namespace {
 using std::chrono::milliseconds;
 constexpr milliseconds kPollInterval{50};  // bounds how long Stop() takes
 constexpr int kMaxReceivesPerWake = 64;
+// A send may block the I/O thread this long at most (a full queue), so
+// heartbeats are never starved for a whole interval.
+constexpr milliseconds kMaxSendBlock{100};
 
 }  // namespace
 
 Result<std::unique_ptr<Worker>> Worker::Create(zmq::context_t& context, WorkerOptions options) {
+  options.transport.send_timeout = std::min(options.transport.send_timeout, kMaxSendBlock);
   LOCKSTEP_ASSIGN_OR_RETURN(wire::Server server,
                             wire::Server::Bind(context, options.listen, options.transport));
   if (options.name.empty()) options.name = "worker@" + server.endpoint();
-  if (options.kernels == nullptr) options.kernels = &ops::ScalarKernels();
+  options.next_hop_transport.send_timeout =
+      std::min(options.next_hop_transport.send_timeout, kMaxSendBlock);
+  if (options.kernels == nullptr) options.kernels = &ops::BestKernels();
   return std::unique_ptr<Worker>(new Worker(context, std::move(options), std::move(server)));
 }
 
@@ -63,6 +70,7 @@ void Worker::ComputeMain(std::promise<Status>* pinned) {
   pinned->set_value(pin);
   if (!pin.ok()) return;
   StageHost host(options_.name, *options_.kernels);
+  host.set_model_dir_override(options_.model_dir_override);
   if (options_.observe_hidden_for_testing) {
     host.set_observe_hidden_for_testing(options_.observe_hidden_for_testing);
   }
@@ -166,7 +174,7 @@ void Worker::Deliver(Outgoing& o) {
           wire::Client::Connect(context_, o.endpoint, identity, options_.next_hop_transport);
       if (c.ok()) {
         next_.emplace(std::move(c).value());
-        next_endpoint_ = o.endpoint;
+        next_label_ = o.label + " at " + o.endpoint;
         return;
       }
       st = c.status().WithContext("connect to next stage " + o.endpoint);
@@ -174,7 +182,10 @@ void Worker::Deliver(Outgoing& o) {
     }
     case Outgoing::To::kNextStage:
       st = next_ ? next_->Send(o.frame) : InternalError("no next stage connected");
-      if (!st.ok()) st = st.WithContext("send to next stage " + next_endpoint_);
+      if (!st.ok()) {
+        st = DisconnectedError("cannot send to the next stage (" + next_label_ + "): " +
+                               st.message());
+      }
       break;
     case Outgoing::To::kCoordinator:
       if (coordinator_peer_.empty()) return;

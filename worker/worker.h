@@ -42,7 +42,10 @@ struct WorkerOptions {
   std::string name;                  // for messages; default "worker@<bound endpoint>"
   wire::TransportOptions transport;  // the listening ROUTER
   wire::TransportOptions next_hop_transport;  // the DEALER to the next stage
-  const ops::Kernels* kernels = nullptr;      // default: ops::ScalarKernels()
+  const ops::Kernels* kernels = nullptr;      // default: ops::BestKernels() (same bits)
+  // Serve this model folder whatever path an Assign names (hosts that keep
+  // the model elsewhere). The hashes are still checked against the Assign.
+  std::string model_dir_override;
   // Test hook, called on the compute thread with every verified hidden frame.
   std::function<void(const wire::HiddenFrame&)> observe_hidden_for_testing;
 };
@@ -88,7 +91,7 @@ class Worker {
   wire::Server server_;
   std::string endpoint_;
   std::optional<wire::Client> next_;   // DEALER to the next stage, once assigned
-  std::string next_endpoint_;
+  std::string next_label_;             // "stage K at ENDPOINT"
   std::string coordinator_peer_;       // ROUTER identity of the assigning coordinator
   Mailbox<Work> inbox_;                // I/O -> compute
   Mailbox<Outgoing> outbox_;           // compute -> I/O
