@@ -1,6 +1,7 @@
 #include "engine/tokenizer/tokenizer.h"
 
 #include <cassert>
+#include <filesystem>
 #include <fstream>
 
 #include <unicode/unistr.h>
@@ -199,13 +200,20 @@ Result<Tokenizer> Tokenizer::FromJson(std::string_view json_text, const std::str
 }
 
 Result<Tokenizer> Tokenizer::FromFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return NotFoundError(path + ": cannot open tokenizer file");
-  const std::streamoff size = in.tellg();
-  if (size < 0) return IoError(path + ": cannot determine file size");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return NotFoundError(path + ": no such tokenizer file");
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return InvalidError(path + ": not a regular file");
+  }
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return IoError(path + ": cannot read size: " + ec.message());
+  if (size > (uintmax_t{1} << 30)) return InvalidError(path + ": implausibly large (over 1 GiB)");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return IoError(path + ": cannot open");
   std::string text(static_cast<size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), size)) return IoError(path + ": read failed");
+  if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
+    return IoError(path + ": read failed");
+  }
   return FromJson(text, path);
 }
 

@@ -47,11 +47,15 @@ TEST(TokenizerMalformed, NotJson) {
   }
 }
 
-TEST(TokenizerMalformed, MissingFile) {
+TEST(TokenizerMalformed, MissingOrOddFile) {
   auto t = Tokenizer::FromFile("/nonexistent/dir/tokenizer.json");
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().kind(), ErrorKind::kNotFound);
   EXPECT_NE(t.status().message().find("/nonexistent/dir/tokenizer.json"), std::string::npos);
+  auto dir = Tokenizer::FromFile(LOCKSTEP_SOURCE_DIR);  // a directory
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().kind(), ErrorKind::kInvalid);
+  EXPECT_FALSE(Tokenizer::FromFile("/dev/null").ok());
 }
 
 TEST(TokenizerMalformed, Model) {
