@@ -29,6 +29,7 @@ struct Figures {
   size_t weight_bytes = 0;
   size_t peak_rss = 0;        // before the stream buffers exist
   double decode_cpu_share = 0;  // process CPU time / (wall * threads) while decoding
+  double ttft_cpu_s = 0;        // process CPU time until the first token
 };
 
 double CpuSeconds() {
@@ -201,6 +202,7 @@ Status RunBench(const BenchOptions& o, Figures* f) {
   Session s = NewSession(*stage, o.decode_prompt_len, o.gen);
   LOCKSTEP_RETURN_IF_ERROR(Step(*stage, s, Prompt(o.decode_prompt_len, 0, stage->vocab())));
   f->ttft_s = Since(t0);
+  f->ttft_cpu_s = CpuSeconds();
   const auto t1 = Clock::now();
   const double cpu1 = CpuSeconds();
   for (size_t i = 1; i < o.gen; ++i) LOCKSTEP_RETURN_IF_ERROR(Step(*stage, s, std::span(&s.tokens.back(), 1)));
@@ -227,7 +229,8 @@ nlohmann::json ToJson(const BenchOptions& o, const Figures& f) {
                       {"stream_gb_s", f.stream_read_gb_s}, {"stream_read_gb_s", f.stream_read_gb_s},
                       {"stream_triad_gb_s", f.stream_triad_gb_s},
                       {"bandwidth_fraction", f.stream_read_gb_s > 0 ? achieved / f.stream_read_gb_s : 0.0},
-                      {"peak_rss_bytes", f.peak_rss}, {"decode_cpu_share", f.decode_cpu_share}};
+                      {"peak_rss_bytes", f.peak_rss}, {"decode_cpu_share", f.decode_cpu_share},
+                      {"ttft_cpu_s", f.ttft_cpu_s}};
   if (o.sessions > 1) {
     j["batched_tok_s"] = f.batched_tok_s;
     j["batched_speedup"] = f.decode_tok_s > 0 ? f.batched_tok_s / f.decode_tok_s : 0.0;

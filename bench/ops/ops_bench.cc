@@ -1,0 +1,74 @@
+// Kernel microbenchmarks on SmolLM2-135M's shapes, per ISA and weight
+// type. Bytes/s counts weight bytes streamed (the decode bound).
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/ops/dispatch.h"
+#include "engine/ops/fp_env.h"
+#include "engine/ops/packed_matrix.h"
+
+namespace lockstep::ops {
+namespace {
+
+std::vector<uint8_t> RandomBf16(size_t n) {
+  std::mt19937 rng(1);
+  std::vector<uint8_t> b(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t v = static_cast<uint16_t>(0x3C00 + rng() % 0x0300) | static_cast<uint16_t>((rng() & 1) << 15);
+    b[2 * i] = static_cast<uint8_t>(v & 0xFF);
+    b[2 * i + 1] = static_cast<uint8_t>(v >> 8);
+  }
+  return b;
+}
+
+// args: rows, cols, n_tok, bf16 (1) or f32 (0)
+void BM_MatmulPacked(benchmark::State& state, const Kernels* k) {
+  const size_t rows = static_cast<size_t>(state.range(0)), cols = static_cast<size_t>(state.range(1));
+  const size_t n_tok = static_cast<size_t>(state.range(2));
+  const WeightType type = state.range(3) ? WeightType::kBf16 : WeightType::kF32;
+  const PackedMatrix w = PackedMatrix::FromBf16Bytes(RandomBf16(rows * cols), rows, cols, type);
+  std::vector<float> x(n_tok * cols, 0.5f), y(n_tok * rows);
+  for (auto _ : state) {
+    k->matmul_packed(w, 0, w.panels(), x.data(), n_tok, y.data(), rows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.bytes()));
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations() * n_tok),
+                                               benchmark::Counter::kIsRate);
+}
+
+// args: n_keys, head_dim 64, stride 192 (SmolLM2's kv width)
+void BM_AttendHead(benchmark::State& state, const Kernels* k) {
+  const size_t n_keys = static_cast<size_t>(state.range(0)), hd = 64, stride = 192;
+  std::vector<float> q(hd, 0.1f), kv(n_keys * stride, 0.2f), scores(n_keys), out(hd);
+  for (auto _ : state) {
+    k->attend_head(q.data(), kv.data(), kv.data(), stride, n_keys, hd, 0.125f, scores.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
+void Register() {
+  for (const std::string& isa : AvailableIsas()) {
+    const Kernels* k = KernelsByName(isa);
+    auto* m = benchmark::RegisterBenchmark(("MatmulPacked/" + isa).c_str(), BM_MatmulPacked, k);
+    for (int bf16 : {0, 1}) {
+      m->Args({576, 576, 1, bf16})->Args({1536, 576, 1, bf16})->Args({576, 1536, 1, bf16});
+      if (isa != "scalar") m->Args({1536, 576, 8, bf16})->Args({1536, 576, 128, bf16});
+    }
+    benchmark::RegisterBenchmark(("AttendHead/" + isa).c_str(), BM_AttendHead, k)->Arg(16)->Arg(132)->Arg(512);
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::ops
+
+int main(int argc, char** argv) {
+  if (!lockstep::ops::PinFpEnvironment().ok()) return 1;
+  lockstep::ops::Register();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  return 0;
+}
