@@ -33,8 +33,8 @@
 # exits non-zero, within the timeout, with an error that names the broken
 # worker (its tcp://ADDR:PORT address or ADDR:PORT).
 #
-# Exit codes: 0 pass, 1 fail, 2 usage, 77 skipped (not root / no netns / no
-# distributed runtime in this binary); the reason is printed.
+# Exit codes: 0 pass, 1 fail, 2 usage, 77 skipped (not root, no netns, no
+# iproute2 or python3); the reason is printed.
 set -uo pipefail
 
 SELF=$(basename "$0")
@@ -118,8 +118,13 @@ BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 command -v ip >/dev/null || skip "the ip command (iproute2) is not installed"
 command -v python3 >/dev/null || skip "python3 is needed to compare the JSON digests"
 ip netns list >/dev/null 2>&1 || skip "'ip netns' is unavailable here"
-"$BIN" worker --help >/dev/null 2>&1 || skip "$BIN has no 'worker' command (distributed runtime not built)"
-"$BIN" coordinator --help >/dev/null 2>&1 || skip "$BIN has no 'coordinator' command (distributed runtime not built)"
+# (`lockstep X --help` prints the top-level help even for an unknown X, so
+# look for the subcommands in the list.)
+BIN_HELP=$("$BIN" --help 2>&1 || true)
+for sub in worker coordinator; do
+  grep -qE "^[[:space:]]+$sub([[:space:]]|\$)" <<<"$BIN_HELP" \
+    || fail "$BIN has no '$sub' subcommand"
+done
 
 # ---------------------------------------------------------------- naming
 # Unique per run: several runs (ctest -j) may coexist.
@@ -335,6 +340,11 @@ if [ "$FAULT" != none ]; then
     echo "---- coordinator stderr ----" >&2; cat "$WORK/coord.err" >&2
     fail "coordinator error does not name the broken worker $VICTIM_ADDR"
   fi
+  # Daemons never exit because a peer failed: the other workers must still run.
+  for ((i = 0; i < WORKERS; i++)); do
+    [ "$i" -eq "$FAULT_WORKER" ] && continue
+    kill -0 "${PIDS[$i]}" 2>/dev/null || { cat "$WORK/worker$i.log" >&2; fail "worker $i (${W_ADDR[$i]}:$PORT) exited after worker $FAULT_WORKER's failure"; }
+  done
   log "coordinator exited $COORD_RC ${DETECT}s after the fault, naming the worker:"
   grep -F -e "$VICTIM_ADDR" "$WORK/coord.err" | head -n 3 | sed 's/^/    /'
   echo "[$SELF] PASS: fault '$FAULT' on worker $FAULT_WORKER detected (exit $COORD_RC, ${DETECT}s, ${ELAPSED}s total)"
