@@ -1,5 +1,9 @@
 #include "engine/weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <string>
 
 namespace lockstep {
@@ -14,6 +18,19 @@ std::string LayerName(int layer, const char* suffix) {
 Result<std::vector<float>> ReadVector(const SafetensorsFile& f, const std::string& name, size_t n) {
   const Shape shape{static_cast<int64_t>(n)};
   return f.ReadF32(name, shape);
+}
+
+// Maps a tensor's pages in one call before it is read (an mmap'd file would
+// otherwise fault page by page). Advisory: errors are ignored.
+void Prefault(std::span<const uint8_t> bytes) {
+#ifdef MADV_POPULATE_READ
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(bytes.data()) & ~(page - 1);
+  const uintptr_t hi = reinterpret_cast<uintptr_t>(bytes.data() + bytes.size());
+  if (bytes.size() > (size_t{1} << 20)) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_READ);
+#else
+  (void)bytes;
+#endif
 }
 
 Result<WeightMatrix> ReadMatrix(const SafetensorsFile& f, const std::string& name,
@@ -38,6 +55,7 @@ Result<WeightMatrix> ReadMatrix(const SafetensorsFile& f, const std::string& nam
   }
   const ops::WeightType type =
       format == WeightFormat::kPackedBf16 ? ops::WeightType::kBf16 : ops::WeightType::kF32;
+  Prefault(f.Bytes(*t));
   m.packed = ops::PackedMatrix::FromBf16Bytes(f.Bytes(*t), rows, cols, type, pool);
   return m;
 }

@@ -38,7 +38,12 @@ void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type) {
   const size_t rounded = (n + align - 1) / align * align;
   void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) throw std::bad_alloc();
-  if (align == kHugePage) (void)madvise(p, rounded, MADV_HUGEPAGE);
+  if (align == kHugePage) {
+    (void)madvise(p, rounded, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+    (void)madvise(p, rounded, MADV_POPULATE_WRITE);  // one call instead of a fault per page
+#endif
+  }
   // Only the last panel can hold padding rows; the rest is written by the
   // packers, so zero just that panel (and the rounding slack).
   const size_t tail = (panels() - 1) * kPanelRows * cols * ElementBytes();
