@@ -111,6 +111,7 @@ void StageHost::Forward(const wire::Message& m, std::vector<Outgoing>* out) cons
 void StageHost::OnAssign(const wire::Assign& m, std::vector<Outgoing>* out) {
   stage_.reset();
   sessions_.clear();
+  scratch_ = ForwardScratch();
   assign_ = m;
   Status st = LoadAssignment(m, out);
   if (!st.ok()) {
@@ -246,12 +247,13 @@ Status StageHost::OnHidden(const wire::HiddenFrame& m, std::vector<Outgoing>* ou
 
 Status StageHost::ForwardAndEmit(Session& s, uint64_t session_id, uint32_t step,
                                  uint32_t first_pos, size_t n, std::vector<Outgoing>* out) {
-  LOCKSTEP_RETURN_IF_ERROR(stage_->Forward(hidden_, first_pos, s.cache));
+  LOCKSTEP_RETURN_IF_ERROR(stage_->Forward(hidden_, first_pos, s.cache, scratch_));
   const size_t h = stage_->hidden();
   if (assign_.is_last) {
     wire::Logits logits{session_id, step, static_cast<uint32_t>(stage_->vocab()), {}};
     logits.payload.resize(stage_->vocab());
-    stage_->Logits(std::span<const float>(hidden_.data() + (n - 1) * h, h), logits.payload);
+    stage_->Logits(std::span<const float>(hidden_.data() + (n - 1) * h, h), logits.payload,
+                   scratch_);
     out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(logits), "", "",
                             true, session_id});
     return Status::Ok();

@@ -101,6 +101,7 @@ class StageHost {
   std::unique_ptr<Stage> stage_;         // null until an Assign loaded
   std::map<uint64_t, Session> sessions_;
   std::vector<float> hidden_;            // [n][hidden] scratch residual stream
+  ForwardScratch scratch_;               // grows to the largest step, then reused
 };
 
 // The process's resident set size (VmRSS) in bytes; 0 if unreadable.
