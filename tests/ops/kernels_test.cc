@@ -130,6 +130,17 @@ TEST(Kernels, MatmulPackedEqualsScalarOverShapes) {
   }
 }
 
+// Every rows and cols in 0..2x the widest vector (+1), so every tail of
+// every lane count and panel is hit.
+TEST(Kernels, MatmulPackedEqualsScalarOnEverySmallSize) {
+  std::mt19937 rng(11);
+  for (size_t rows = 0; rows <= 33; ++rows) {
+    for (size_t cols = 0; cols <= 33; ++cols) {
+      for (size_t n_tok : {1, 3}) CheckShape(rng, rows, cols, n_tok, false);
+    }
+  }
+}
+
 TEST(Kernels, MatmulPackedEqualsScalarWithSpecialValues) {
   std::mt19937 rng(7);
   for (size_t rows : {1, 32, 47, 96}) {
