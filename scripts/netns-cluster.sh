@@ -26,6 +26,8 @@
 #     --fault-after-bytes B  inject once the coordinator has received B bytes
 #                        (logits flowing: the decode is under way; default 32768)
 #     --fault-delay-ms N then wait N ms more (default 100)
+#     --reference-seed S make the monolithic reference from another seed and
+#                        expect the comparison to FAIL (proves the check bites)
 #     --keep             keep the work folder (config, logs) for inspection
 #     --quiet            less chatter
 #
@@ -59,9 +61,10 @@ FAULT_WORKER=""
 FAULT_DELAY_MS=100
 FAULT_AFTER_BYTES=32768
 KEEP=0
+REFERENCE_SEED=""
 QUIET=0
 
-usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) BIN=$2; shift 2 ;;
@@ -82,6 +85,7 @@ while [ $# -gt 0 ]; do
     --fault-worker) FAULT_WORKER=$2; shift 2 ;;
     --fault-delay-ms) FAULT_DELAY_MS=$2; shift 2 ;;
     --fault-after-bytes) FAULT_AFTER_BYTES=$2; shift 2 ;;
+    --reference-seed) REFERENCE_SEED=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --quiet) QUIET=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -231,7 +235,15 @@ if [ -n "$IDS" ]; then PROMPT_ARGS=(--ids "$IDS"); else PROMPT_ARGS=(--prompt "$
 # The reference (not needed when a fault is injected: nothing is compared).
 if [ "$FAULT" = none ]; then
   log "monolithic reference: lockstep run --json ${PROMPT_ARGS[*]} --gen $GEN"
-  timeout "$(remaining)" "$BIN" run --model "$MODEL" "${PROMPT_ARGS[@]}" --gen "$GEN" --json \
+  REF_MODEL=$MODEL
+  if [ -n "$REFERENCE_SEED" ]; then
+    REF_MODEL="$WORK/reference-model"
+    # shellcheck disable=SC2086
+    "$BIN" make-model "$REF_MODEL" --seed "$REFERENCE_SEED" $MAKE_ARGS >>"$WORK/make-model.log" 2>&1 \
+      || { cat "$WORK/make-model.log" >&2; fail "make-model (reference) failed"; }
+    log "reference model made from seed $REFERENCE_SEED: the comparison must fail"
+  fi
+  timeout "$(remaining)" "$BIN" run --model "$REF_MODEL" "${PROMPT_ARGS[@]}" --gen "$GEN" --json \
     >"$WORK/mono.json" 2>"$WORK/mono.err" \
     || { cat "$WORK/mono.err" >&2; fail "monolithic run failed"; }
 fi
@@ -360,7 +372,7 @@ if [ "$COORD_RC" -ne 0 ]; then
 fi
 
 # ---------------------------------------------------------------- compare
-python3 - "$WORK/mono.json" "$WORK/coord.json" "$QUIET" <<'PY'
+python3 - "$WORK/mono.json" "$WORK/coord.json" "$QUIET" "${REFERENCE_SEED:+expected}" <<'PY'
 import json, sys
 KEYS = ["prompt_token_ids", "generated_token_ids", "cis2_ref", "argmax_digest",
         "table_digest", "inv_freq_table_digest", "weights_sha256",
@@ -386,7 +398,8 @@ for k in KEYS:
     elif mono[k] != shard[k]:
         bad.append(f"{k}: monolithic {mono[k]} != sharded {shard[k]}")
 if bad:
-    print("\n".join("FAIL: " + b for b in bad), file=sys.stderr)
+    tag = "expected difference: " if sys.argv[4] == "expected" else "FAIL: "
+    print("\n".join(tag + b for b in bad), file=sys.stderr)
     sys.exit(1)
 if sys.argv[3] != "1":
     for k in KEYS:
@@ -394,6 +407,12 @@ if sys.argv[3] != "1":
         print(f"    {k:22} = {v}")
     if "plan" in shard: print(f"    {'plan (sharded)':22} = {shard['plan']}")
 PY
-[ $? -eq 0 ] || fail "sharded digests differ from the monolithic run"
+CMP_RC=$?
+if [ -n "$REFERENCE_SEED" ]; then
+  [ "$CMP_RC" -eq 1 ] || fail "the comparison did not notice a reference from another model (rc $CMP_RC)"
+  echo "[$SELF] PASS: a reference from seed $REFERENCE_SEED is reported as different (${ELAPSED}s)"
+  exit 0
+fi
+[ "$CMP_RC" -eq 0 ] || fail "sharded digests differ from the monolithic run"
 echo "[$SELF] PASS: sharded == monolithic over $WORKERS worker namespaces (${ELAPSED}s)"
 exit 0
