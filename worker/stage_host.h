@@ -62,6 +62,9 @@ class StageHost {
   // it arrived corrupt).
   void FailSession(uint64_t session_id, const Status& status, std::vector<Outgoing>* out);
 
+  // Frees every session (their coordinator is gone); the stage stays loaded.
+  void DropSessions() { sessions_.clear(); }
+
   // "worker NAME stage K layers [lo,hi)" (or "worker NAME (unassigned)").
   std::string Who() const;
   size_t session_count() const { return sessions_.size(); }

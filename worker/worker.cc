@@ -82,9 +82,14 @@ void Worker::ComputeMain(std::promise<Status>* pinned) {
     out.clear();
     if (work->kind == Work::Kind::kFail) {
       host.FailSession(work->session_id, work->failure, &out);
+    } else if (work->kind == Work::Kind::kDropSessions) {
+      Log("the coordinator is gone; dropping " + std::to_string(host.session_count()) +
+          " session(s)");
+      host.DropSessions();
     } else {
       host.Handle(work->message, &out);
     }
+    session_count_.store(host.session_count());
     for (Outgoing& o : out) outbox_.Push(std::move(o));
   }
 }
@@ -119,10 +124,24 @@ void Worker::ServeLoop() {
     if (count == 3 && (items[2].revents & ZMQ_POLLIN)) {
       (void)next_->Receive(milliseconds(0));  // the next stage never talks back; drop
     }
+    CheckCoordinator();
   }
 }
 
+// Paranoid Pirate from the worker's side: a silent coordinator is dead and
+// its sessions would otherwise be held forever.
+void Worker::CheckCoordinator() {
+  if (coordinator_peer_.empty() || orphaned_) return;
+  if (std::chrono::steady_clock::now() - coordinator_heard_ < options_.orphan_after) return;
+  orphaned_ = true;
+  inbox_.Push(Work{Work::Kind::kDropSessions, {}, 0, {}});
+}
+
 void Worker::OnIncoming(const wire::Incoming& in) {
+  if (in.peer == coordinator_peer_) {
+    coordinator_heard_ = std::chrono::steady_clock::now();
+    orphaned_ = false;
+  }
   Result<wire::Message> parsed = wire::ParseMessage(in.bytes());
   if (!parsed.ok()) return OnUnparsable(in, parsed.status());
   wire::Message& m = *parsed;
@@ -138,6 +157,8 @@ void Worker::OnIncoming(const wire::Incoming& in) {
   }
   if (std::holds_alternative<wire::Assign>(m)) {
     coordinator_peer_ = in.peer;
+    coordinator_heard_ = std::chrono::steady_clock::now();
+    orphaned_ = false;
     next_.reset();  // a new assignment gets a new next hop
   }
   inbox_.Push(Work{Work::Kind::kMessage, std::move(m), 0, {}});

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <future>
 #include <memory>
@@ -46,6 +47,9 @@ struct WorkerOptions {
   // Serve this model folder whatever path an Assign names (hosts that keep
   // the model elsewhere). The hashes are still checked against the Assign.
   std::string model_dir_override;
+  // Sessions are dropped when the coordinator that assigned this worker has
+  // sent nothing (not even a heartbeat) for this long: it is gone.
+  std::chrono::milliseconds orphan_after{60000};
   // Test hook, called on the compute thread with every verified hidden frame.
   std::function<void(const wire::HiddenFrame&)> observe_hidden_for_testing;
 };
@@ -67,10 +71,12 @@ class Worker {
   // serves until Shutdown or Stop(). Returns Ok on a clean stop.
   Status Run();
   void Stop() { stop_.store(true); }
+  // Sessions held right now (updated by the compute thread; any thread).
+  size_t session_count() const { return session_count_.load(); }
 
  private:
   struct Work {
-    enum class Kind { kMessage, kFail, kStop };
+    enum class Kind { kMessage, kFail, kDropSessions, kStop };
     Kind kind = Kind::kMessage;
     wire::Message message;
     uint64_t session_id = 0;  // kFail
@@ -81,6 +87,7 @@ class Worker {
   void ComputeMain(std::promise<Status>* pinned);
   void ServeLoop();
   void OnIncoming(const wire::Incoming& in);
+  void CheckCoordinator();
   void OnUnparsable(const wire::Incoming& in, const Status& st);
   void Deliver(Outgoing& o);
   void ReportToCoordinator(const Status& st, bool has_session, uint64_t session_id);
@@ -97,6 +104,9 @@ class Worker {
   Mailbox<Outgoing> outbox_;           // compute -> I/O
   std::thread compute_;
   std::atomic<bool> stop_{false};
+  std::atomic<size_t> session_count_{0};
+  std::chrono::steady_clock::time_point coordinator_heard_;  // I/O thread
+  bool orphaned_ = false;                                    // I/O thread
   uint64_t heartbeat_seq_ = 0;
 };
 

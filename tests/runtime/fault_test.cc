@@ -7,6 +7,7 @@
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "engine/ops/fp_env.h"
 #include "runtime_test_util.h"
@@ -154,6 +155,40 @@ TEST_F(Faults, WorkerStoppedMidDecodeFailsTheSessionInBoundedTime) {
   }
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
   EXPECT_FALSE((*c)->health().ok());
+}
+
+TEST_F(Faults, WorkersDropTheSessionsOfAVanishedCoordinator) {
+  InProcCluster cluster(2, [](size_t, WorkerOptions& o) {
+    o.orphan_after = std::chrono::milliseconds(300);
+  });
+  {
+    auto c = Coordinator::Start(cluster.context(),
+                                cluster.Config(*model_, {{0, 2}, {2, 4}}, 50, 10));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    auto a = (*c)->OpenSession(std::nullopt);
+    auto b = (*c)->OpenSession(std::nullopt);
+    ASSERT_TRUE(a.ok() && b.ok());
+    std::vector<float> logits;
+    const uint32_t prompt[] = {1, 2, 3};
+    ASSERT_TRUE((*a)->Feed(prompt, &logits).ok());
+    ASSERT_TRUE((*b)->Feed(prompt, &logits).ok());
+    EXPECT_EQ(cluster.worker(1).session_count(), 2u);
+    // Heartbeats (every 50 ms) keep the sessions alive past orphan_after.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_EQ(cluster.worker(0).session_count(), 2u);
+    (*c).reset();  // the coordinator vanishes without releasing anything
+    // Leaked on purpose: destroying them now would post to the destroyed
+    // coordinator. A vanished coordinator never sends Release.
+    a->release();
+    b->release();
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  while (Clock::now() < deadline &&
+         (cluster.worker(0).session_count() || cluster.worker(1).session_count())) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(cluster.worker(0).session_count(), 0u);
+  EXPECT_EQ(cluster.worker(1).session_count(), 0u);
 }
 
 TEST_F(Faults, WorkerWithADifferentModelIsRefusedAtHandshake) {

@@ -42,6 +42,7 @@ class InProcCluster {
   // Stops worker i (its thread returns, its sockets close).
   void StopWorker(size_t i);
   bool Running(size_t i) const { return threads_[i].joinable(); }
+  Worker& worker(size_t i) { return *workers_[i]; }
 
   // A config over these workers with the given plan and timings.
   ClusterConfig Config(const std::string& model_dir, std::vector<LayerRange> plan,
