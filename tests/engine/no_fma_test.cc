@@ -25,13 +25,13 @@ std::string FirstFmaLine(const std::string& path, bool* ran) {
   if (p == nullptr) return "";
   char buf[4096];
   std::string hit;
-  size_t lines = 0;
+  bool recognised = false;  // objdump printed "file format ..." for the input
   while (fgets(buf, sizeof buf, p) != nullptr) {
-    ++lines;
-    if (hit.empty() && std::regex_search(std::string(buf), FmaPattern())) hit = buf;
+    const std::string line(buf);
+    if (line.find("file format") != std::string::npos) recognised = true;
+    if (hit.empty() && std::regex_search(line, FmaPattern())) hit = line;
   }
-  pclose(p);
-  *ran = lines > 10;
+  *ran = pclose(p) == 0 && recognised;
   return hit;
 }
 
