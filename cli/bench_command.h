@@ -19,7 +19,6 @@ struct BenchOptions {
   size_t decode_prompt_len = 4;  // decode measurement's prompt
   size_t gen = 128;
   size_t repeats = 3;            // prefill and stream: best of N
-  bool verify = true;            // sessions > 1: batched == solo
   bool json = false;
 };
 

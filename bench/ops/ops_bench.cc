@@ -56,7 +56,7 @@ void Register() {
     auto* m = benchmark::RegisterBenchmark(("MatmulPacked/" + isa).c_str(), BM_MatmulPacked, k);
     for (int bf16 : {0, 1}) {
       m->Args({576, 576, 1, bf16})->Args({1536, 576, 1, bf16})->Args({576, 1536, 1, bf16})
-          ->Args({49152, 576, 1, bf16});
+          ->Args({49152, 576, 1, bf16})->Args({49152, 576, 8, bf16});
       if (isa != "scalar") m->Args({1536, 576, 8, bf16})->Args({1536, 576, 128, bf16});
     }
     benchmark::RegisterBenchmark(("AttendHead/" + isa).c_str(), BM_AttendHead, k)->Arg(16)->Arg(132)->Arg(512);

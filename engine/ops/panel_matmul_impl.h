@@ -36,7 +36,7 @@ inline void Tile(const T* const* panels, size_t cols, size_t v0, const float* x,
 #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t) acc[p][v][t] = I::Zero();
   for (size_t k = 0; k < cols; ++k) {
-    if constexpr (NT == 1) {  // decode streams weights from DRAM: fetch ahead
+    {  // weights stream from DRAM (decode, and a batch's or prefill's first pass): fetch ahead
 #pragma GCC unroll 16
       for (int p = 0; p < NP; ++p) {
         const char* ahead = reinterpret_cast<const char*>(panels[p] + (k + kPrefetchK) * kPanelRows);
