@@ -282,7 +282,7 @@ void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
     const size_t r0 = p0 * ops::kPanelRows, r1 = std::min(p1 * ops::kPanelRows, inter);
     for (size_t t = 0; t < n; ++t) {
       float* g = s.gate.data() + t * inter;
-      ops::SiluMul(g + r0, s.up.data() + t * inter + r0, r1 - r0, g + r0);
+      kernels_.silu_mul(g + r0, s.up.data() + t * inter + r0, r1 - r0, g + r0);
     }
   });
   MatMul({{&w.down_proj.packed, s.gate.data(), s.attn.data()}}, n);

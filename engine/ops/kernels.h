@@ -33,6 +33,9 @@ struct Kernels {
   // across head dims for the V-mix; each output still one sequential sum.
   void (*attend_head)(const float* q, const float* k, const float* v, size_t stride,
                       size_t n_keys, size_t head_dim, float scale, float* scores, float* out);
+  // SiluMul (below), elementwise; a SIMD version must reproduce the pinned
+  // exp (§6.2) and SiLU (§6.4) bit for bit in every lane.
+  void (*silu_mul)(const float* gate, const float* up, size_t n, float* out);
 };
 
 // §5.1 / §5.3 reference reductions.

@@ -38,7 +38,7 @@ void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, s
 
 const Kernels& Avx2Kernels() {
   static const Kernels k{"avx2", &panel_impl::MatmulRowsT<Avx2>, &MatmulPacked,
-                         &panel_impl::AttendHeadT<Avx2>};
+                         &panel_impl::AttendHeadT<Avx2>, &SiluMul};
   return k;
 }
 

@@ -4,6 +4,7 @@
 
 #include "engine/ops/kernels_isa.h"
 #include "engine/ops/panel_matmul_impl.h"
+#include "engine/ops/pinned_math.h"
 
 namespace lockstep::ops {
 namespace {
@@ -35,11 +36,58 @@ void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, s
   panel_impl::MatmulPacked<Avx512, 2, 2, 8>(w, p0, p1, x, n_tok, y, ys);
 }
 
+__m512 Set(uint32_t bits) { return _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(bits))); }
+
+// LdexpExact (§6.2.1) in every lane; k holds integral values.
+__m512 Ldexp16(__m512 x, __m512i k) {
+  const __m512i bits = _mm512_castps_si512(x);
+  const __m512i e = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(bits, 23), _mm512_set1_epi32(0xFF)), k);
+  const __m512i keep = _mm512_and_si512(bits, _mm512_set1_epi32(static_cast<int>(~(0xFFu << 23))));
+  __m512 out = _mm512_castsi512_ps(_mm512_or_si512(keep, _mm512_slli_epi32(e, 23)));
+  const __m512i inf = _mm512_or_si512(_mm512_and_si512(bits, _mm512_set1_epi32(static_cast<int>(0x80000000u))),
+                                      _mm512_set1_epi32(0x7F800000));
+  out = _mm512_mask_mov_ps(out, _mm512_cmple_epi32_mask(e, _mm512_setzero_si512()), _mm512_setzero_ps());
+  out = _mm512_mask_mov_ps(out, _mm512_cmpge_epi32_mask(e, _mm512_set1_epi32(0xFF)), _mm512_castsi512_ps(inf));
+  return _mm512_mask_mov_ps(out, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ), x);
+}
+
+// ExpPinned (§6.2) in every lane: the same operations in the same order.
+__m512 Exp16(__m512 x) {
+  const __m512 t = _mm512_mul_ps(x, Set(kExpLog2e));
+  const __m512 z0 = _mm512_add_ps(t, _mm512_set1_ps(0.5f));
+  __m512 k = _mm512_cvtepi32_ps(_mm512_cvttps_epi32(z0));  // FloorSmall
+  k = _mm512_mask_sub_ps(k, _mm512_cmp_ps_mask(k, z0, _CMP_GT_OQ), k, _mm512_set1_ps(1.0f));
+  const __m512 r0 = _mm512_sub_ps(x, _mm512_mul_ps(k, Set(kExpC1)));
+  const __m512 r = _mm512_sub_ps(r0, _mm512_mul_ps(k, Set(kExpC2)));
+  const __m512 r2 = _mm512_mul_ps(r, r);
+  __m512 poly = Set(kExpP[0]);
+  for (int i = 1; i <= 5; ++i) poly = _mm512_add_ps(_mm512_mul_ps(poly, r), Set(kExpP[i]));
+  const __m512 result = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(poly, r2), r), _mm512_set1_ps(1.0f));
+  __m512 out = Ldexp16(result, _mm512_cvttps_epi32(k));
+  out = _mm512_mask_mov_ps(out, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-88.0f), _CMP_LT_OQ), _mm512_setzero_ps());
+  out = _mm512_mask_mov_ps(out, _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_GT_OQ),
+                           _mm512_castsi512_ps(_mm512_set1_epi32(0x7F800000)));
+  return _mm512_mask_mov_ps(out, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+// §10: out = (x / (1 + exp_pinned(-x))) * up, 16 lanes at a time.
+void SiluMul16(const float* gate, const float* up, size_t n, float* out) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(gate + i);
+    const __m512 neg = _mm512_castsi512_ps(  // -x: flip the sign bit
+        _mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+    const __m512 denom = _mm512_add_ps(_mm512_set1_ps(1.0f), Exp16(neg));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_div_ps(x, denom), _mm512_loadu_ps(up + i)));
+  }
+  SiluMul(gate + i, up + i, n - i, out + i);
+}
+
 }  // namespace
 
 const Kernels& Avx512Kernels() {
   static const Kernels k{"avx512", &panel_impl::MatmulRowsT<Avx512>, &MatmulPacked,
-                         &panel_impl::AttendHeadT<Avx512>};
+                         &panel_impl::AttendHeadT<Avx512>, &SiluMul16};
   return k;
 }
 

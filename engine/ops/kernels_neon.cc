@@ -38,7 +38,7 @@ void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, s
 
 const Kernels& NeonKernels() {
   static const Kernels k{"neon", &panel_impl::MatmulRowsT<Neon>, &MatmulPacked,
-                         &panel_impl::AttendHeadT<Neon>};
+                         &panel_impl::AttendHeadT<Neon>, &SiluMul};
   return k;
 }
 

@@ -118,7 +118,7 @@ void MatmulPackedScalar(const PackedMatrix& w, size_t p0, size_t p1, const float
 }  // namespace
 
 const Kernels& ScalarKernels() {
-  static const Kernels k{"scalar", &MatMulScalar, &MatmulPackedScalar, &AttendHead};
+  static const Kernels k{"scalar", &MatMulScalar, &MatmulPackedScalar, &AttendHead, &SiluMul};
   return k;
 }
 

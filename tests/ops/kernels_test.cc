@@ -184,6 +184,47 @@ TEST(Kernels, AttendHeadEqualsScalar) {
   }
 }
 
+void CheckSiluMul(const std::vector<float>& gate, const std::vector<float>& up, const std::string& what) {
+  const size_t n = gate.size();
+  std::vector<float> want(n);
+  SiluMul(gate.data(), up.data(), n, want.data());
+  for (const Kernels* k : Tables()) {
+    std::vector<float> got(n + 1, 3.0f);
+    k->silu_mul(gate.data(), up.data(), n, got.data() + 1);
+    ExpectBitsEqual(got.data() + 1, want.data(), n, std::string(k->name) + " silu_mul " + what);
+    std::vector<float> inplace = gate;  // out aliasing gate, as the stage calls it
+    k->silu_mul(inplace.data(), up.data(), n, inplace.data());
+    ExpectBitsEqual(inplace.data(), want.data(), n, std::string(k->name) + " silu_mul in place " + what);
+  }
+}
+
+TEST(Kernels, SiluMulEqualsScalarOnSizesAndSpecials) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> wide(-100.0f, 100.0f);
+  for (size_t n = 0; n <= 40; ++n) {
+    std::vector<float> g(n), u = RandomValues(rng, n, true);
+    for (float& x : g) x = wide(rng);
+    CheckSiluMul(g, u, "n " + std::to_string(n));
+  }
+  std::vector<float> g = {0.0f, -0.0f, 88.0f, -88.0f, 87.99f, -87.99f, 88.01f, -88.01f,
+                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          FromBits(0x7FC00000u), FromBits(0xFFC00000u), FromBits(0x00000001u),
+                          FromBits(0x80400000u), 1e-30f, -1e-30f, 0.5f, -0.5f, 1.0f, -1.0f,
+                          0.34657359f, -0.34657359f, 1e10f, -1e10f};
+  std::vector<float> u(g.size(), 1.0f);
+  CheckSiluMul(g, u, "specials");
+}
+
+// Every 2^11th bit pattern: all exponents, both signs, NaNs, infinities.
+TEST(Kernels, SiluMulEqualsScalarOverBitPatterns) {
+  std::vector<float> g, u;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 2048) {
+    g.push_back(FromBits(static_cast<uint32_t>(b + (b >> 13) % 2048)));
+    u.push_back(FromBits(0x3F800000u + static_cast<uint32_t>(b >> 12) % 4096));
+  }
+  CheckSiluMul(g, u, "bit patterns");
+}
+
 TEST(PackedMatrix, Bf16ResidentEqualsWidenAtLoad) {
   std::mt19937 rng(9);
   std::vector<float> widened;
