@@ -26,6 +26,7 @@ struct Avx2 {
     return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(s));
   }
   static V Gather(const float* base, __m256i idx) { return _mm256_i32gather_ps(base, idx, 4); }
+  static void Softmax(float* v, size_t n) { SoftmaxSeq(v, n); }
 };
 
 // Decode: 2 panels (8 ymm chains); prefill: 2 ymm x 4 tokens.

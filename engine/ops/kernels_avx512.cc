@@ -9,33 +9,6 @@
 namespace lockstep::ops {
 namespace {
 
-struct Avx512 {
-  using V = __m512;
-  static constexpr size_t kLanes = 16;
-  static V Zero() { return _mm512_setzero_ps(); }
-  static V Broadcast(float f) { return _mm512_set1_ps(f); }
-  static V Load(const float* p) { return _mm512_loadu_ps(p); }
-  static V Load(const uint16_t* p) {  // §4.1: bf16 bits << 16
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-  static V Add(V a, V b) { return _mm512_add_ps(a, b); }
-  static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
-  static __m512i Indices(size_t stride) {
-    const int s = static_cast<int>(stride);
-    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                              _mm512_set1_epi32(s));
-  }
-  static V Gather(const float* base, __m512i idx) { return _mm512_i32gather_ps(idx, base, 4); }
-};
-
-// Decode: 2 panels (4 zmm chains); prefill: 2 zmm x 8 tokens.
-void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
-                  float* y, size_t ys) {
-  panel_impl::MatmulPacked<Avx512, 2, 2, 8>(w, p0, p1, x, n_tok, y, ys);
-}
-
 __m512 Set(uint32_t bits) { return _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(bits))); }
 
 // LdexpExact (§6.2.1) in every lane; k holds integral values.
@@ -68,6 +41,52 @@ __m512 Exp16(__m512 x) {
   out = _mm512_mask_mov_ps(out, _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_GT_OQ),
                            _mm512_castsi512_ps(_mm512_set1_epi32(0x7F800000)));
   return _mm512_mask_mov_ps(out, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+// SoftmaxSeq (§9.3): the max scan and the sum stay sequential (scalar);
+// the exp and the division are elementwise, 16 lanes at a time.
+void Softmax16(float* v, size_t n) {
+  if (n == 0) return;
+  float max_v = v[0];
+  for (size_t i = 1; i < n; ++i) {
+    if (v[i] > max_v) max_v = v[i];
+  }
+  const __m512 vmax = _mm512_set1_ps(max_v);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, Exp16(_mm512_sub_ps(_mm512_loadu_ps(v + i), vmax)));
+  for (; i < n; ++i) v[i] = ExpPinned(v[i] - max_v);
+  const float denom = SumSeq(v, n);
+  const __m512 vden = _mm512_set1_ps(denom);
+  for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, _mm512_div_ps(_mm512_loadu_ps(v + i), vden));
+  for (; i < n; ++i) v[i] = v[i] / denom;
+}
+
+struct Avx512 {
+  using V = __m512;
+  static constexpr size_t kLanes = 16;
+  static V Zero() { return _mm512_setzero_ps(); }
+  static V Broadcast(float f) { return _mm512_set1_ps(f); }
+  static V Load(const float* p) { return _mm512_loadu_ps(p); }
+  static V Load(const uint16_t* p) {  // §4.1: bf16 bits << 16
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static V Add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static __m512i Indices(size_t stride) {
+    const int s = static_cast<int>(stride);
+    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                              _mm512_set1_epi32(s));
+  }
+  static V Gather(const float* base, __m512i idx) { return _mm512_i32gather_ps(idx, base, 4); }
+  static void Softmax(float* v, size_t n) { Softmax16(v, n); }
+};
+
+// Decode: 2 panels (4 zmm chains); prefill: 2 zmm x 8 tokens.
+void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
+                  float* y, size_t ys) {
+  panel_impl::MatmulPacked<Avx512, 2, 2, 8>(w, p0, p1, x, n_tok, y, ys);
 }
 
 // §10: out = (x / (1 + exp_pinned(-x))) * up, 16 lanes at a time.

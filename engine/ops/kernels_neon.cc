@@ -26,6 +26,7 @@ struct Neon {
     const float lanes[4] = {base[0], base[stride], base[2 * stride], base[3 * stride]};
     return vld1q_f32(lanes);
   }
+  static void Softmax(float* v, size_t n) { SoftmaxSeq(v, n); }
 };
 
 // Decode: 2 panels (16 q-register chains); prefill: 4 vectors x 4 tokens.

@@ -1,6 +1,7 @@
 // The panel matmul algorithm, written once over an ISA "traits" type I:
 //   I::V, I::kLanes, Zero(), Broadcast(f), Load(const float*),
-//   Load(const uint16_t*) (bf16 widened by the §4.1 shift), Add, Mul, Store.
+//   Load(const uint16_t*) (bf16 widened by the §4.1 shift), Add, Mul, Store,
+//   and for attention Indices/Gather and Softmax (SoftmaxSeq's bits).
 // Each lane owns one row and sums it strictly in k order (mul, then add:
 // two roundings, §5.1); several panels/tokens are in flight to hide the add
 // latency. Included by the per-ISA translation units, whose traits types
@@ -191,7 +192,7 @@ void AttendHeadT(const float* q, const float* k, const float* v, size_t stride, 
     I::Store(scores + j, I::Mul(acc, vscale));
   }
   for (; j < n_keys; ++j) scores[j] = DotSeq(q, k + j * stride, head_dim) * scale;
-  SoftmaxSeq(scores, n_keys);  // §9.3
+  I::Softmax(scores, n_keys);  // §9.3
   size_t d = 0;
   for (; d + L <= head_dim; d += L) {  // §9.4
     typename I::V acc = I::Zero();
