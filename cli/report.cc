@@ -28,8 +28,10 @@ void PrintHuman(const RunReport& r, std::ostream& out) {
   }
   out << "table_digest          = " << ToHex(r.seed.table_digest) << "\n"
       << "inv_freq_table_digest = " << ToHex(r.seed.inv_freq_table_digest) << "\n"
-      << "argmax_digest         = " << ToHex(d.argmax_digest) << "\n"
-      << "CIS2_REF digest=" << ToHex(d.cis2_ref) << " prompt_idx=0 prompt_toks=" << d.prompt.size()
+      << "argmax_digest         = " << ToHex(d.argmax_digest) << "\n";
+  // The verdict stands just above the spec's line, which always ends the report.
+  if (r.compared_with_monolithic) out << "sharded == monolithic\n";
+  out << "CIS2_REF digest=" << ToHex(d.cis2_ref) << " prompt_idx=0 prompt_toks=" << d.prompt.size()
       << " gen_toks=" << d.generated.size() << " dtype=fp32\n";
 }
 
@@ -47,6 +49,7 @@ void PrintJson(const RunReport& r, std::ostream& out) {
   j["config_sha256"] = ToHex(r.seed.config_sha256);
   if (r.generated_text) j["generated_text"] = *r.generated_text;
   if (!r.plan.empty()) j["plan"] = r.plan;
+  if (r.compared_with_monolithic) j["sharded_equals_monolithic"] = true;
   out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 

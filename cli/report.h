@@ -18,6 +18,9 @@ struct RunReport {
   std::optional<std::string> generated_text;  // when a tokenizer is loaded
   std::string plan;                            // e.g. "monolithic" or "0:10,10:20"
   std::vector<std::string> notes;              // extra human-only lines
+  // Set when a sharded run was compared with a monolithic one: every
+  // digest equal (a difference is an error, so this is only ever true).
+  bool compared_with_monolithic = false;
 };
 
 void PrintHuman(const RunReport& r, std::ostream& out);

@@ -281,10 +281,9 @@ Status RunSharded(const RunOptions& o) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "decode_ms_per_token   = %.3f (monolithic)", mono.second);
     notes.push_back(buf);
-    std::cout << "sharded == monolithic\n";
   }
   RunReport report{run.result, model.Seed(), DecodeText(model.files, run.result.generated), plan,
-                   notes};
+                   notes, o.compare_monolithic};
   if (o.json) {
     PrintJson(report, std::cout);
   } else {
