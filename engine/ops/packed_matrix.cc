@@ -15,6 +15,7 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "bf16 bytes are read as host u16");
 
 constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kSmallPage = 4096;
 
 uint32_t WidenBits(uint16_t b) { return static_cast<uint32_t>(b) << 16; }  // §4.1
 
@@ -34,16 +35,14 @@ void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type) {
   type_ = type;
   const size_t n = bytes();
   if (n == 0) return;
-  const size_t align = n >= kHugePage ? kHugePage : 64;
+  const size_t align = n >= kHugePage ? kHugePage : n >= kSmallPage ? kSmallPage : 64;
   const size_t rounded = (n + align - 1) / align * align;
   void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) throw std::bad_alloc();
-  if (align == kHugePage) {
-    (void)madvise(p, rounded, MADV_HUGEPAGE);
+  if (align == kHugePage) (void)madvise(p, rounded, MADV_HUGEPAGE);
 #ifdef MADV_POPULATE_WRITE
-    (void)madvise(p, rounded, MADV_POPULATE_WRITE);  // one call instead of a fault per page
+  if (align >= kSmallPage) (void)madvise(p, rounded, MADV_POPULATE_WRITE);  // one call, not a fault per page
 #endif
-  }
   // Only the last panel can hold padding rows; the rest is written by the
   // packers, so zero just that panel (and the rounding slack).
   const size_t tail = (panels() - 1) * kPanelRows * cols * ElementBytes();
