@@ -42,6 +42,7 @@ class ThreadPool {
   // Calls fn(begin, end, thread) on chunks [begin, end) of [0, n), at most
   // `grain` long, claimed dynamically; thread < size() identifies the
   // executing thread (for per-thread scratch). Returns when all are done.
+  // REQUIRES: not called from inside a ParallelFor body (no nesting).
   template <class F>
   void ParallelFor(size_t n, size_t grain, F&& fn) {
     using Fn = std::remove_reference_t<F>;
