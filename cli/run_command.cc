@@ -12,6 +12,14 @@
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lockstep::cli {
+
+std::optional<std::string> DecodeText(const ModelFiles& files, const std::vector<uint32_t>& ids) {
+  if (!files.has_tokenizer) return std::nullopt;
+  auto tok = Tokenizer::FromFile(files.tokenizer_path);
+  if (!tok.ok()) return std::nullopt;
+  return tok->Decode(ids);
+}
+
 namespace {
 // Kernel choice for the monolithic run (bits are the same for every one).
 struct ComputeOptions {
@@ -117,13 +125,6 @@ Status CheckSameRun(const DecodeResult& a, const DecodeResult& b) {
     return InternalError("determinism check (§12.4) failed: two runs in one process differ");
   }
   return Status::Ok();
-}
-
-std::optional<std::string> DecodeText(const ModelFiles& files, const std::vector<uint32_t>& ids) {
-  if (!files.has_tokenizer) return std::nullopt;
-  auto tok = Tokenizer::FromFile(files.tokenizer_path);
-  if (!tok.ok()) return std::nullopt;
-  return tok->Decode(ids);
 }
 
 Status RunMonolithic(const RunOptions& o) {

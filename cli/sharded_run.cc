@@ -246,13 +246,6 @@ Result<ClusterConfig> LoopbackConfig(const RunOptions& o, const OpenModel& model
   return cfg;
 }
 
-std::optional<std::string> DecodeText(const ModelFiles& files, const std::vector<uint32_t>& ids) {
-  if (!files.has_tokenizer) return std::nullopt;
-  auto tok = Tokenizer::FromFile(files.tokenizer_path);
-  if (!tok.ok()) return std::nullopt;
-  return tok->Decode(ids);
-}
-
 Status RunSharded(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(ModelPins pins, ResolvePins(o.manifest, o.expect));
   LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, pins));
