@@ -25,11 +25,7 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
   RunReport report{run.result, coordinator->seed(), text, coordinator->plan_text(),
                    ClusterNotes(*coordinator, run)};
   if (o.shutdown_workers) coordinator->ShutdownWorkers("coordinator finished");
-  if (o.run.json) {
-    PrintJson(report, std::cout);
-  } else {
-    PrintHuman(report, std::cout);
-  }
+  PrintReport(report, o.run.json, std::cout);
   return Status::Ok();
 }
 

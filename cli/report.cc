@@ -53,4 +53,12 @@ void PrintJson(const RunReport& r, std::ostream& out) {
   out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
+void PrintReport(const RunReport& r, bool json, std::ostream& out) {
+  if (json) {
+    PrintJson(r, out);
+  } else {
+    PrintHuman(r, out);
+  }
+}
+
 }  // namespace lockstep::cli

@@ -25,5 +25,7 @@ struct RunReport {
 
 void PrintHuman(const RunReport& r, std::ostream& out);
 void PrintJson(const RunReport& r, std::ostream& out);
+// PrintJson when `json`, else PrintHuman.
+void PrintReport(const RunReport& r, bool json, std::ostream& out);
 
 }  // namespace lockstep::cli

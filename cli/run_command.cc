@@ -144,11 +144,7 @@ Status RunMonolithic(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeResult run2, DecodeOnce(*stage, req, o.window, seed));
   LOCKSTEP_RETURN_IF_ERROR(CheckSameRun(run1, run2));
   RunReport report{run1, seed, DecodeText(model.files, run1.generated), "", {}};
-  if (o.json) {
-    PrintJson(report, std::cout);
-  } else {
-    PrintHuman(report, std::cout);
-  }
+  PrintReport(report, o.json, std::cout);
   return Status::Ok();
 }
 

@@ -277,11 +277,7 @@ Status RunSharded(const RunOptions& o) {
   }
   RunReport report{run.result, model.Seed(), DecodeText(model.files, run.result.generated), plan,
                    notes, o.compare_monolithic};
-  if (o.json) {
-    PrintJson(report, std::cout);
-  } else {
-    PrintHuman(report, std::cout);
-  }
+  PrintReport(report, o.json, std::cout);
   return Status::Ok();
 }
 
