@@ -26,7 +26,9 @@ DecodeResult Monolithic(const std::string& dir, const DecodeRequest& req,
   auto stage = LoadStage(*model, all, ops::ScalarKernels());
   EXPECT_TRUE(stage.ok());
   LocalBackend backend(**stage);
-  if (window) EXPECT_TRUE(backend.SetWindow(*window).ok());
+  if (window) {
+    EXPECT_TRUE(backend.SetWindow(*window).ok());
+  }
   Result<DecodeResult> r = RunDecode(backend, req, model->Seed());
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? *r : DecodeResult{};
