@@ -1,5 +1,6 @@
 #include "worker/stage_host.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -145,6 +146,10 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
   LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(model.config, spec));
   if (!m.is_last && m.next_hop.empty()) return InvalidError("no next hop for a non-last stage");
   LOCKSTEP_ASSIGN_OR_RETURN(stage_, LoadStage(model, spec, kernels_));
+  batch_hidden_.assign(max_batch_ * stage_->hidden(), 0.0f);
+  batch_logits_.assign(m.is_last ? max_batch_ * stage_->vocab() : 0, 0.0f);
+  batch_inputs_.reserve(max_batch_);
+  batch_items_.reserve(max_batch_);
   // `model` (and its mmap of the whole file) goes away here: only this
   // stage's widened tensors stay resident.
   if (!m.is_last) {
@@ -219,16 +224,17 @@ Status StageHost::CheckPosition(const Session& s, uint32_t first_position) const
                       std::to_string(s.cache.size()) + " entries");
 }
 
-Status StageHost::OnTokens(const wire::TokenInput& m, std::vector<Outgoing>* out) {
+Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
   if (!assign_.is_first) return InvalidError("token input sent to a stage that is not first");
   if (m.token_ids.empty()) return InvalidError("token input without tokens");
   LOCKSTEP_ASSIGN_OR_RETURN(Session * s, Find(m.session_id));
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position));
   LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
-  return ForwardAndEmit(*s, m.session_id, m.step, m.first_position, m.token_ids.size(), out);
+  *in = Input{s, m.session_id, m.step, m.first_position, m.token_ids.size()};
+  return Status::Ok();
 }
 
-Status StageHost::OnHidden(const wire::HiddenFrame& m, std::vector<Outgoing>* out) {
+Status StageHost::AcceptHidden(const wire::HiddenFrame& m, Input* in) {
   if (observe_hidden_) observe_hidden_(m);
   LOCKSTEP_ASSIGN_OR_RETURN(Session * s, Find(m.session_id));
   if (assign_.is_first) return InvalidError("hidden frame sent to the first stage");
@@ -242,7 +248,112 @@ Status StageHost::OnHidden(const wire::HiddenFrame& m, std::vector<Outgoing>* ou
   }
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position));
   hidden_.assign(m.payload.begin(), m.payload.end());
-  return ForwardAndEmit(*s, m.session_id, m.step, m.first_position, m.seq, out);
+  *in = Input{s, m.session_id, m.step, m.first_position, m.seq};
+  return Status::Ok();
+}
+
+Status StageHost::OnTokens(const wire::TokenInput& m, std::vector<Outgoing>* out) {
+  Input in;
+  LOCKSTEP_RETURN_IF_ERROR(AcceptTokens(m, &in));
+  return ForwardAndEmit(*in.session, in.session_id, in.step, in.first_pos, in.n, out);
+}
+
+Status StageHost::OnHidden(const wire::HiddenFrame& m, std::vector<Outgoing>* out) {
+  Input in;
+  LOCKSTEP_RETURN_IF_ERROR(AcceptHidden(m, &in));
+  return ForwardAndEmit(*in.session, in.session_id, in.step, in.first_pos, in.n, out);
+}
+
+bool StageHost::IsDecodeStep(const wire::Message& m) const {
+  if (!stage_) return false;
+  if (auto* p = std::get_if<wire::TokenInput>(&m)) {
+    return assign_.is_first && p->token_ids.size() == 1;
+  }
+  if (auto* p = std::get_if<wire::HiddenFrame>(&m)) {
+    return !assign_.is_first && p->seq == 1 && p->hidden == stage_->hidden() &&
+           p->payload.size() == stage_->hidden();
+  }
+  return false;
+}
+
+void StageHost::HandleDecodeBatch(std::span<const wire::Message* const> messages,
+                                  std::vector<Outgoing>* out) {
+  bool distinct = true;  // ForwardBatch needs one cache per row
+  for (size_t i = 0; i < messages.size() && distinct; ++i) {
+    for (size_t j = 0; j < i && distinct; ++j) {
+      bool has = false;
+      distinct = SessionOf(*messages[i], &has) != SessionOf(*messages[j], &has);
+    }
+  }
+  if (messages.size() <= 1 || messages.size() > max_batch_ || !stage_ || !distinct) {
+    for (const wire::Message* m : messages) Handle(*m, out);
+    return;
+  }
+  const size_t h = stage_->hidden();
+  // Validate each exactly as Handle would; a refused step fails only its
+  // own session, in its place in the order.
+  batch_inputs_.clear();
+  for (const wire::Message* m : messages) {
+    Input in;
+    Status st;
+    if (auto* t = std::get_if<wire::TokenInput>(m)) {
+      st = AcceptTokens(*t, &in);
+    } else if (auto* f = std::get_if<wire::HiddenFrame>(m)) {
+      st = AcceptHidden(*f, &in);
+    } else {
+      st = InternalError(std::string("'") + wire::MessageName(*m) + "' is not a decode step");
+    }
+    if (st.ok() && (in.n != 1 || hidden_.size() != h)) {
+      st = InternalError("a decode step of " + std::to_string(in.n) + " rows");
+    }
+    if (!st.ok()) {
+      bool has = false;
+      const uint64_t session = SessionOf(*m, &has);
+      FailSession(session, st, out);
+      continue;
+    }
+    std::copy(hidden_.begin(), hidden_.end(), batch_hidden_.begin() + batch_inputs_.size() * h);
+    batch_inputs_.push_back(in);
+  }
+  const size_t rows = batch_inputs_.size();
+  if (rows == 0) return;
+  batch_items_.clear();
+  for (size_t i = 0; i < rows; ++i) {
+    batch_items_.push_back(Stage::BatchItem{
+        std::span<float>(batch_hidden_.data() + i * h, h),
+        static_cast<int64_t>(batch_inputs_[i].first_pos), &batch_inputs_[i].session->cache});
+  }
+  const Status st = stage_->ForwardBatch(batch_items_, scratch_);
+  if (!st.ok()) {
+    for (const Input& in : batch_inputs_) FailSession(in.session_id, st, out);
+    return;
+  }
+  if (rows > 1) {
+    ++batched_steps_;
+    batched_rows_ += rows;
+  }
+  if (assign_.is_last) {
+    const size_t v = stage_->vocab();
+    stage_->LogitsBatch(std::span<const float>(batch_hidden_.data(), rows * h),
+                        std::span<float>(batch_logits_.data(), rows * v), scratch_);
+    for (size_t i = 0; i < rows; ++i) {
+      const Input& in = batch_inputs_[i];
+      wire::Logits logits{in.session_id, in.step, static_cast<uint32_t>(v), {}};
+      logits.payload.assign(batch_logits_.begin() + i * v, batch_logits_.begin() + (i + 1) * v);
+      out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(logits), "", "",
+                              true, in.session_id});
+    }
+    return;
+  }
+  for (size_t i = 0; i < rows; ++i) {
+    const Input& in = batch_inputs_[i];
+    wire::HiddenFrame frame{in.session_id, in.step, in.first_pos, 1u, static_cast<uint32_t>(h),
+                            assign_.layer_hi,
+                            std::vector<float>(batch_hidden_.begin() + i * h,
+                                               batch_hidden_.begin() + (i + 1) * h)};
+    out->push_back(Outgoing{Outgoing::To::kNextStage, wire::MarshalHidden(frame), "", "", true,
+                            in.session_id});
+  }
 }
 
 Status StageHost::ForwardAndEmit(Session& s, uint64_t session_id, uint32_t step,

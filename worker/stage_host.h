@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,23 @@ class StageHost {
   // Evict, Fork, Release); appends what to send, in order, to *out.
   void Handle(const wire::Message& message, std::vector<Outgoing>* out);
 
+  // True for one decode step: a single-token TokenInput on the first stage
+  // or a single-row HiddenFrame on a later one (what HandleDecodeBatch takes).
+  bool IsDecodeStep(const wire::Message& message) const;
+  static uint64_t SessionOf(const wire::Message& message, bool* has);
+
+  // Applies decode steps of DISTINCT sessions (IsDecodeStep each, at most
+  // max_batch()) as one ForwardBatch/LogitsBatch pass; appends, per session
+  // in the given order, exactly what Handle would have appended for it.
+  void HandleDecodeBatch(std::span<const wire::Message* const> messages,
+                         std::vector<Outgoing>* out);
+  // Rows per batch; the batch buffers are sized for this when assigned.
+  void set_max_batch(size_t n) { max_batch_ = n < 1 ? 1 : n; }
+  size_t max_batch() const { return max_batch_; }
+  // Passes that ran more than one session's row, and the rows they ran.
+  uint64_t batched_steps() const { return batched_steps_; }
+  uint64_t batched_rows() const { return batched_rows_; }
+
   // Marks a session failed and reports `status` for it (e.g. a frame for
   // it arrived corrupt).
   void FailSession(uint64_t session_id, const Status& status, std::vector<Outgoing>* out);
@@ -85,6 +103,17 @@ class StageHost {
   Status OnFork(const wire::Fork& m);
   void OnRelease(const wire::Release& m) { sessions_.erase(m.session_id); }
 
+  // A validated TokenInput/HiddenFrame whose rows are in hidden_.
+  struct Input {
+    Session* session = nullptr;
+    uint64_t session_id = 0;
+    uint32_t step = 0;
+    uint32_t first_pos = 0;
+    size_t n = 0;
+  };
+  Status AcceptTokens(const wire::TokenInput& m, Input* in);
+  Status AcceptHidden(const wire::HiddenFrame& m, Input* in);
+
   // The session, or an error if it is unknown or failed.
   Result<Session*> Find(uint64_t session_id);
   // Runs the stage's layers over hidden_ and emits the hidden frame or logits.
@@ -94,7 +123,6 @@ class StageHost {
   void Forward(const wire::Message& message, std::vector<Outgoing>* out) const;
   void Report(const Status& st, bool has_session, uint64_t session_id,
               std::vector<Outgoing>* out) const;
-  static uint64_t SessionOf(const wire::Message& message, bool* has);
 
   std::string name_;
   std::string model_dir_override_;
@@ -105,6 +133,13 @@ class StageHost {
   std::map<uint64_t, Session> sessions_;
   std::vector<float> hidden_;            // [n][hidden] scratch residual stream
   ForwardScratch scratch_;               // grows to the largest step, then reused
+  size_t max_batch_ = 16;
+  std::vector<Input> batch_inputs_;      // [max_batch], HandleDecodeBatch
+  std::vector<Stage::BatchItem> batch_items_;  // [max_batch]
+  std::vector<float> batch_hidden_;      // [max_batch][hidden], sized when assigned
+  std::vector<float> batch_logits_;      // [max_batch][vocab], last stage only
+  uint64_t batched_steps_ = 0;
+  uint64_t batched_rows_ = 0;
 };
 
 // The process's resident set size (VmRSS) in bytes; 0 if unreadable.

@@ -1,5 +1,6 @@
 #include "worker/worker.h"
 
+#include <algorithm>
 #include <iostream>
 #include <unistd.h>
 
@@ -74,23 +75,83 @@ void Worker::ComputeMain(std::promise<Status>* pinned) {
   if (options_.observe_hidden_for_testing) {
     host.set_observe_hidden_for_testing(options_.observe_hidden_for_testing);
   }
+  host.set_max_batch(options_.max_batch);
   std::vector<Outgoing> out;
-  for (;;) {
-    std::optional<Work> work = inbox_.PopWait(milliseconds(500));
-    if (!work) continue;
-    if (work->kind == Work::Kind::kStop) return;
-    out.clear();
-    if (work->kind == Work::Kind::kFail) {
-      host.FailSession(work->session_id, work->failure, &out);
-    } else if (work->kind == Work::Kind::kDropSessions) {
-      Log("the coordinator is gone; dropping " + std::to_string(host.session_count()) +
-          " session(s)");
-      host.DropSessions();
-    } else {
-      host.Handle(work->message, &out);
-    }
+  std::vector<Work> works;
+  works.reserve(host.max_batch() + 1);
+  std::vector<const wire::Message*> batch;  // decode steps of distinct sessions
+  batch.reserve(host.max_batch());
+  const auto publish = [&] {
     session_count_.store(host.session_count());
+    batched_steps_.store(host.batched_steps());
+    batched_rows_.store(host.batched_rows());
     for (Outgoing& o : out) outbox_.Push(std::move(o));
+    out.clear();
+  };
+  const auto flush = [&] {
+    if (batch.empty()) return;
+    host.HandleDecodeBatch(batch, &out);
+    batch.clear();
+    publish();
+  };
+  for (;;) {
+    std::optional<Work> first = inbox_.PopWait(milliseconds(500));
+    if (!first) continue;
+    Gather(std::move(*first), host, &works);
+    // In arrival order; only a run of decode steps of distinct sessions is
+    // merged, so no two messages of one session change order and a pending
+    // batch is always applied before anything else.
+    for (Work& work : works) {
+      if (work.kind == Work::Kind::kMessage && host.IsDecodeStep(work.message)) {
+        bool has = false;
+        const uint64_t session = StageHost::SessionOf(work.message, &has);
+        const bool repeat = std::any_of(batch.begin(), batch.end(), [&](const wire::Message* m) {
+          return StageHost::SessionOf(*m, &has) == session;
+        });
+        if (repeat || batch.size() >= host.max_batch()) flush();
+        batch.push_back(&work.message);
+        continue;
+      }
+      flush();
+      if (work.kind == Work::Kind::kStop) {
+        if (host.batched_steps() > 0) {
+          Log("ran " + std::to_string(host.batched_steps()) + " batched decode pass(es) over " +
+              std::to_string(host.batched_rows()) + " rows");
+        }
+        return;
+      }
+      if (work.kind == Work::Kind::kFail) {
+        host.FailSession(work.session_id, work.failure, &out);
+      } else if (work.kind == Work::Kind::kDropSessions) {
+        Log("the coordinator is gone; dropping " + std::to_string(host.session_count()) +
+            " session(s)");
+        host.DropSessions();
+      } else {
+        host.Handle(work.message, &out);
+      }
+      publish();
+    }
+    flush();
+  }
+}
+
+void Worker::Gather(Work first, const StageHost& host, std::vector<Work>* works) {
+  works->clear();
+  const bool decode = first.kind == Work::Kind::kMessage && host.IsDecodeStep(first.message);
+  works->push_back(std::move(first));
+  if (!decode || host.max_batch() <= 1) return;
+  const auto deadline = std::chrono::steady_clock::now() + options_.batch_window_for_testing;
+  size_t steps = 1;
+  while (steps < host.max_batch()) {
+    const auto left = std::chrono::duration_cast<milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    std::optional<Work> next = inbox_.PopWait(std::max(left, milliseconds(0)));
+    if (!next) return;
+    const bool more =
+        next->kind == Work::Kind::kMessage && host.IsDecodeStep(next->message);
+    works->push_back(std::move(*next));
+    if (!more) return;  // applied after the batch, in order
+    ++steps;
   }
 }
 

@@ -50,6 +50,12 @@ struct WorkerOptions {
   // Sessions are dropped when the coordinator that assigned this worker has
   // sent nothing (not even a heartbeat) for this long: it is gone.
   std::chrono::milliseconds orphan_after{60000};
+  // Decode steps of different sessions queued together run as one batched
+  // pass of at most this many rows (1: one step at a time).
+  size_t max_batch = 16;
+  // Test hook: after taking a decode step, the compute thread waits up to
+  // this long for more to batch with it (0: only what is already queued).
+  std::chrono::milliseconds batch_window_for_testing{0};
   // Test hook, called on the compute thread with every verified hidden frame.
   std::function<void(const wire::HiddenFrame&)> observe_hidden_for_testing;
 };
@@ -73,6 +79,10 @@ class Worker {
   void Stop() { stop_.store(true); }
   // Sessions held right now (updated by the compute thread; any thread).
   size_t session_count() const { return session_count_.load(); }
+  // Batched passes that ran more than one session's decode step, and the
+  // rows they ran (any thread).
+  uint64_t batched_steps() const { return batched_steps_.load(); }
+  uint64_t batched_rows() const { return batched_rows_.load(); }
 
  private:
   struct Work {
@@ -85,6 +95,8 @@ class Worker {
 
   Worker(zmq::context_t& context, WorkerOptions options, wire::Server server);
   void ComputeMain(std::promise<Status>* pinned);
+  // Takes `first` and whatever decode steps can batch with it off the inbox.
+  void Gather(Work first, const StageHost& host, std::vector<Work>* works);
   void ServeLoop();
   void OnIncoming(const wire::Incoming& in);
   void CheckCoordinator();
@@ -105,6 +117,8 @@ class Worker {
   std::thread compute_;
   std::atomic<bool> stop_{false};
   std::atomic<size_t> session_count_{0};
+  std::atomic<uint64_t> batched_steps_{0};
+  std::atomic<uint64_t> batched_rows_{0};
   std::chrono::steady_clock::time_point coordinator_heard_;  // I/O thread
   bool orphaned_ = false;                                    // I/O thread
   uint64_t heartbeat_seq_ = 0;

@@ -1,0 +1,105 @@
+// Batching in a worker: decode steps of different sessions that meet in a
+// worker's queue run as one ForwardBatch/LogitsBatch pass, and every
+// session still equals its solo monolithic run bit for bit.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "engine/ops/fp_env.h"
+#include "runtime_test_util.h"
+
+namespace lockstep::testing {
+namespace {
+
+class WorkerBatching : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { model_ = new std::string(MakeModel("batching", 4, 29)); }
+  static void TearDownTestSuite() { delete model_; }
+  void SetUp() override { ASSERT_TRUE(ops::PinFpEnvironment().ok()); }
+  static std::string* model_;
+};
+std::string* WorkerBatching::model_ = nullptr;
+
+DecodeRequest Request(uint32_t seed) {
+  DecodeRequest r;
+  for (uint32_t i = 0; i < 2 + seed % 5; ++i) r.prompt.push_back((seed * 53 + i * 97) % 512);
+  r.gen = 10;
+  if (seed % 3 == 1) r.evictions = {{0, 1, 2}};
+  return r;
+}
+
+// Runs kSessions sessions at once on a cluster cut as `plan`; each must
+// equal its monolithic run. Returns the rows the workers ran batched.
+uint64_t RunConcurrent(const std::string& model, std::vector<LayerRange> plan, size_t max_batch,
+                       std::chrono::milliseconds window) {
+  constexpr int kSessions = 6;
+  InProcCluster cluster(plan.size(), [&](size_t, WorkerOptions& o) {
+    o.max_batch = max_batch;
+    o.batch_window_for_testing = window;
+  });
+  uint64_t rows = 0;
+  {
+    auto c = Coordinator::Start(cluster.context(), cluster.Config(model, plan));
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    if (!c.ok()) return 0;
+    std::vector<Result<DecodeResult>> got(kSessions,
+                                          Result<DecodeResult>(InternalError("not run")));
+    std::vector<std::thread> threads;
+    for (int s = 0; s < kSessions; ++s) {
+      threads.emplace_back([&, s] {
+        if (!ops::PinFpEnvironment().ok()) return;  // argmax reads floats here
+        auto session = (*c)->OpenSession(s == 2 ? std::optional<int>(4) : std::nullopt);
+        if (!session.ok()) {
+          got[s] = session.status();
+          return;
+        }
+        got[s] = RunDecode(**session, Request(s), (*c)->seed());
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int s = 0; s < kSessions; ++s) {
+      SCOPED_TRACE("session " + std::to_string(s));
+      EXPECT_TRUE(got[s].ok()) << got[s].status().ToString();
+      if (!got[s].ok()) continue;
+      ExpectSameDecode(*got[s], s == 2 ? Monolithic(model, Request(s), 4)
+                                       : Monolithic(model, Request(s)));
+    }
+  }
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const Worker& w = cluster.worker(i);
+    EXPECT_LE(w.batched_steps() * 2, w.batched_rows()) << "a batched pass runs 2+ rows";
+    EXPECT_LE(w.batched_rows(), w.batched_steps() * max_batch);
+    rows += w.batched_rows();
+  }
+  return rows;
+}
+
+TEST_F(WorkerBatching, ConcurrentSessionsBatchAndEqualTheirSoloRuns) {
+  // The window makes each worker wait for the other sessions' steps, so
+  // batches of several rows happen whatever the scheduling.
+  const uint64_t rows =
+      RunConcurrent(*model_, {{0, 1}, {1, 3}, {3, 4}}, 16, std::chrono::milliseconds(40));
+  EXPECT_GT(rows, 0u);
+}
+
+TEST_F(WorkerBatching, SmallBatchesOnTwoStagesEqualTheirSoloRuns) {
+  const uint64_t rows =
+      RunConcurrent(*model_, {{0, 2}, {2, 4}}, 2, std::chrono::milliseconds(40));
+  EXPECT_GT(rows, 0u);
+}
+
+TEST_F(WorkerBatching, OneWorkerDoesEverythingBatched) {
+  const uint64_t rows = RunConcurrent(*model_, {{0, 4}}, 4, std::chrono::milliseconds(40));
+  EXPECT_GT(rows, 0u);
+}
+
+TEST_F(WorkerBatching, MaxBatchOfOneNeverBatches) {
+  EXPECT_EQ(RunConcurrent(*model_, {{0, 2}, {2, 4}}, 1, std::chrono::milliseconds(0)), 0u);
+}
+
+TEST_F(WorkerBatching, NoWindowStillEqualsSoloRuns) {
+  (void)RunConcurrent(*model_, {{0, 1}, {1, 4}}, 16, std::chrono::milliseconds(0));
+}
+
+}  // namespace
+}  // namespace lockstep::testing
