@@ -52,6 +52,29 @@ std::string SharedPath(const std::string& rel) {
   return std::filesystem::exists(p) ? p : "";
 }
 
+nlohmann::json LastLineJson(const std::string& out) {
+  const size_t end = out.find_last_not_of('\n');
+  const size_t start = out.rfind('\n', end);
+  return nlohmann::json::parse(out.substr(start == std::string::npos ? 0 : start + 1));
+}
+
+std::vector<ConformanceCase> LoadConformanceCases() {
+  const std::string vectors = SharedPath("fixtures/conformance/vectors.json");
+  if (vectors.empty()) return {};
+  std::ifstream in(vectors);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  std::vector<ConformanceCase> cases;
+  for (const auto& c : doc["cases"]) {
+    ConformanceCase cc{c["name"].get<std::string>(),
+                       {"run", "--model",
+                        SharedPath("fixtures/conformance/" + c["model"].get<std::string>())},
+                       c["expect"]};
+    for (const auto& a : c["args"]) cc.run_args.push_back(a.get<std::string>());
+    cases.push_back(std::move(cc));
+  }
+  return cases;
+}
+
 std::string MakeTempDir(const std::string& tag) {
   static std::mt19937_64 rng(std::random_device{}());
   const auto base = std::filesystem::temp_directory_path() / "lockstep-tests";

@@ -1,6 +1,7 @@
 // Test helper: runs the built `lockstep` binary and captures its output.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,18 @@ CliOutput RunCli(const std::vector<std::string>& args);
 
 // LOCKSTEP_SHARED_DIR + "/" + rel, or "" when that path does not exist.
 std::string SharedPath(const std::string& rel);
+
+// The JSON object on the last non-empty line of a command's stdout.
+nlohmann::json LastLineJson(const std::string& out);
+
+// One case of ../shared/fixtures/conformance/vectors.json.
+struct ConformanceCase {
+  std::string name;
+  std::vector<std::string> run_args;  // "run" "--model" DIR then the case's args
+  nlohmann::json expect;              // key -> independently computed value
+};
+// Every case, or none when the shared fixtures are absent.
+std::vector<ConformanceCase> LoadConformanceCases();
 
 // A fresh empty directory under the test binary's temp area.
 std::string MakeTempDir(const std::string& tag);

@@ -12,28 +12,20 @@
 namespace lockstep::testing {
 namespace {
 
-nlohmann::json ParseLastLine(const std::string& out) {
-  const size_t end = out.find_last_not_of('\n');
-  const size_t start = out.rfind('\n', end);
-  return nlohmann::json::parse(out.substr(start == std::string::npos ? 0 : start + 1));
-}
-
 TEST(Conformance, EveryVectorCaseMatchesTheIndependentImplementation) {
-  const std::string vectors = SharedPath("fixtures/conformance/vectors.json");
-  if (vectors.empty()) GTEST_SKIP() << "shared conformance fixtures are absent";
-  std::ifstream in(vectors);
-  const nlohmann::json doc = nlohmann::json::parse(in);
-  ASSERT_FALSE(doc["cases"].empty());
-  for (const auto& c : doc["cases"]) {
-    SCOPED_TRACE(c["name"].get<std::string>());
-    std::vector<std::string> args = {"run", "--model",
-                                     SharedPath("fixtures/conformance/" + c["model"].get<std::string>())};
-    for (const auto& a : c["args"]) args.push_back(a.get<std::string>());
+  if (SharedPath("fixtures/conformance/vectors.json").empty()) {
+    GTEST_SKIP() << "shared conformance fixtures are absent";
+  }
+  const std::vector<ConformanceCase> cases = LoadConformanceCases();
+  ASSERT_FALSE(cases.empty());
+  for (const ConformanceCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::string> args = c.run_args;
     args.push_back("--json");
     const CliOutput o = RunCli(args);
     ASSERT_EQ(o.exit_code, 0) << o.err;
-    const nlohmann::json got = ParseLastLine(o.out);
-    for (const auto& [key, want] : c["expect"].items()) {
+    const nlohmann::json got = LastLineJson(o.out);
+    for (const auto& [key, want] : c.expect.items()) {
       EXPECT_EQ(got[key], want) << "key " << key;
     }
   }
@@ -48,7 +40,7 @@ TEST(Conformance, SmolLM2RealWeightsSpec131) {
   const CliOutput o = RunCli({"run", "--model", dir, "--prompt", "Once upon a time", "--gen", "16",
                               "--expect", "smollm2-135m", "--json"});
   ASSERT_EQ(o.exit_code, 0) << o.err;
-  const nlohmann::json got = ParseLastLine(o.out);
+  const nlohmann::json got = LastLineJson(o.out);
   EXPECT_EQ(got["prompt_token_ids"], nlohmann::json({6403, 1980, 253, 655}));
   EXPECT_EQ(got["generated_token_ids"],
             nlohmann::json({28, 665, 436, 253, 1838, 8180, 3365, 14176, 30, 2306, 4161, 281, 253,

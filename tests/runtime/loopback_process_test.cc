@@ -20,30 +20,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-nlohmann::json LastLineJson(const std::string& out) {
-  const size_t end = out.find_last_not_of('\n');
-  const size_t start = out.rfind('\n', end);
-  return nlohmann::json::parse(out.substr(start == std::string::npos ? 0 : start + 1));
-}
-
 TEST(LoopbackProcesses, ConformanceVectorsReproducedSharded) {
-  const std::string vectors = SharedPath("fixtures/conformance/vectors.json");
-  if (vectors.empty()) GTEST_SKIP() << "shared conformance fixtures are absent";
-  std::ifstream in(vectors);
-  const nlohmann::json doc = nlohmann::json::parse(in);
-  ASSERT_FALSE(doc["cases"].empty());
-  for (const auto& c : doc["cases"]) {
+  if (SharedPath("fixtures/conformance/vectors.json").empty()) {
+    GTEST_SKIP() << "shared conformance fixtures are absent";
+  }
+  const std::vector<ConformanceCase> cases = LoadConformanceCases();
+  ASSERT_FALSE(cases.empty());
+  for (const ConformanceCase& c : cases) {
     // Every fixture model has 2 layers: one per worker, two workers.
-    SCOPED_TRACE(c["name"].get<std::string>());
-    std::vector<std::string> args = {
-        "run", "--model", SharedPath("fixtures/conformance/" + c["model"].get<std::string>())};
-    for (const auto& a : c["args"]) args.push_back(a.get<std::string>());
+    SCOPED_TRACE(c.name);
+    std::vector<std::string> args = c.run_args;
     for (const char* a : {"--workers", "2", "--json"}) args.push_back(a);
     const CliOutput o = RunCli(args);
     ASSERT_EQ(o.exit_code, 0) << o.err;
     const nlohmann::json got = LastLineJson(o.out);
     EXPECT_EQ(got["plan"], "0:1,1:2");
-    for (const auto& [key, want] : c["expect"].items()) {
+    for (const auto& [key, want] : c.expect.items()) {
       EXPECT_EQ(got[key], want) << "key " << key;
     }
   }
