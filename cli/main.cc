@@ -4,6 +4,7 @@
 
 #include "cli/bench_command.h"
 #include "cli/coordinator_command.h"
+#include "cli/keygen_command.h"
 #include "cli/make_model_command.h"
 #include "cli/run_command.h"
 #include "cli/selftest_command.h"
@@ -19,12 +20,14 @@ int main(int argc, char** argv) {
   cli::BenchOptions bench_opts;
   cli::WorkerCommandOptions worker_opts;
   cli::CoordinatorCommandOptions coordinator_opts;
+  cli::KeygenOptions keygen_opts;
   CLI::App* run = cli::AddRunCommand(app, run_opts);
   CLI::App* selftest = cli::AddSelftestCommand(app);
   CLI::App* make = cli::AddMakeModelCommand(app, make_opts);
   CLI::App* bench = cli::AddBenchCommand(app, bench_opts);
   CLI::App* worker = cli::AddWorkerCommand(app, worker_opts);
   CLI::App* coordinator = cli::AddCoordinatorCommand(app, coordinator_opts);
+  CLI::App* keygen = cli::AddKeygenCommand(app, keygen_opts);
   CLI11_PARSE(app, argc, argv);
 
   // §1.3: before any decode arithmetic, in this (the computing) thread.
@@ -37,6 +40,7 @@ int main(int argc, char** argv) {
   if (make->parsed()) return cli::RunMakeModelCommand(make_opts);
   if (bench->parsed()) return cli::RunBenchCommand(bench_opts);
   if (worker->parsed()) return cli::RunWorkerCommand(worker_opts);
+  if (keygen->parsed()) return cli::RunKeygenCommand(keygen_opts);
   if (coordinator->parsed()) return cli::RunCoordinatorCommand(coordinator_opts);
   return 1;
 }
