@@ -195,6 +195,7 @@ Status CompareResults(const DecodeResult& s, const DecodeResult& m) {
   std::string diff;
   if (s.generated != m.generated) diff += " generated_token_ids";
   if (s.argmax_digest != m.argmax_digest) diff += " argmax_digest";
+  if (s.logits_sha256 != m.logits_sha256) diff += " per-step logits_sha256";
   if (s.cis2_ref != m.cis2_ref) {
     diff += " cis2_ref (sharded " + ToHex(s.cis2_ref) + ", monolithic " + ToHex(m.cis2_ref) + ")";
   }

@@ -1,5 +1,6 @@
 #include "engine/decode.h"
 
+#include <bit>
 #include <charconv>
 
 #include "engine/ops/kernels.h"
@@ -23,6 +24,13 @@ Status ApplyEvictions(StepBackend& backend, const DecodeRequest& req, uint32_t s
     }
   }
   return Status::Ok();
+}
+
+// The floats' in-memory bytes are their u32 LE bits on the hosts we build for.
+static_assert(std::endian::native == std::endian::little);
+Digest LogitsSha256(std::span<const float> logits) {
+  return Sha256(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()),
+                                         logits.size_bytes()));
 }
 
 }  // namespace
@@ -63,6 +71,7 @@ Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,
   for (uint32_t step = 0; step < req.gen; ++step) {
     const uint32_t token = ops::ArgmaxFirst(logits.data(), logits.size());  // §11.2
     chain.AddStep(logits, token);                                           // §12.1 item 7
+    out.logits_sha256.push_back(LogitsSha256(logits));
     out.generated.push_back(token);
     LOCKSTEP_RETURN_IF_ERROR(ApplyEvictions(backend, req, step));
     if (step + 1 < req.gen) {

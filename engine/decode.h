@@ -49,6 +49,9 @@ struct DecodeResult {
   std::vector<uint32_t> generated;
   Digest cis2_ref{};
   Digest argmax_digest{};
+  // Per step: sha256 of that step's logits bytes (each float's bits as u32
+  // LE, vocab entries in order), so receipts never need the logits.
+  std::vector<Digest> logits_sha256;
 };
 
 // Checks a request (non-empty prompt, eviction steps < gen).

@@ -67,6 +67,33 @@ TEST_P(DecodeTest, TwoRunsInOneProcessAgree) {
   EXPECT_EQ(ra->generated.size(), 8u);
 }
 
+// Each step's logits_sha256 equals the sha256 of that step's logits,
+// serialised here independently (bits as u32, bytes little-endian).
+TEST_P(DecodeTest, PerStepLogitsSha256MatchesTheLogits) {
+  auto model = OpenModelDir(dir_, ModelPins{});
+  ASSERT_TRUE(model.ok());
+  auto stage = LoadWhole(*model);
+  DecodeRequest req{{4, 9, 2}, 5, {}};
+  LocalBackend a(*stage);
+  auto r = RunDecode(a, req, model->Seed());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->logits_sha256.size(), 5u);
+  LocalBackend b(*stage);
+  std::vector<float> logits;
+  ASSERT_TRUE(b.Feed(req.prompt, &logits).ok());
+  for (size_t step = 0; step < 5; ++step) {
+    std::vector<uint8_t> bytes;
+    for (float f : logits) {
+      const uint32_t u = std::bit_cast<uint32_t>(f);
+      for (int k = 0; k < 4; ++k) bytes.push_back(static_cast<uint8_t>(u >> (8 * k)));
+    }
+    EXPECT_EQ(r->logits_sha256[step], Sha256(bytes)) << "step " << step;
+    const uint32_t one[1] = {r->generated[step]};
+    ASSERT_TRUE(b.Feed(one, &logits).ok());
+  }
+  EXPECT_NE(r->logits_sha256[0], r->logits_sha256[1]);
+}
+
 TEST_P(DecodeTest, OutOfVocabTokenIsRefused) {
   auto model = OpenModelDir(dir_, ModelPins{});
   ASSERT_TRUE(model.ok());
