@@ -1,7 +1,12 @@
 #include "wire/transport.h"
 
+#include <array>
 #include <cerrno>
+#include <iostream>
+#include <mutex>
 #include <utility>
+
+#include "wire/endpoint.h"
 
 namespace lockstep::wire {
 namespace {
@@ -111,26 +116,94 @@ std::string LastEndpoint(zmq::socket_t& socket) {
   return socket.get(zmq::sockopt::last_endpoint);
 }
 
+void WarnPlaintextOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::cerr << "lockstep: WARNING: insecure mode: tcp/ipc links are plaintext; any process "
+                 "that can reach them can read, send and impersonate\n";
+  });
+}
+
+// Checks this end's key pair: both valid and belonging together.
+Status CheckKeyPair(const CurveKeyPair& own, const std::string& who) {
+  if (own.public_z85.empty() || own.secret_z85.empty()) {
+    return InvalidError(who + ": no CURVE key pair given (pass keys, or choose insecure "
+                              "plaintext explicitly)");
+  }
+  LOCKSTEP_RETURN_IF_ERROR(ValidateCurveKey(own.public_z85, who + ": own public key"));
+  LOCKSTEP_RETURN_IF_ERROR(ValidateCurveKey(own.secret_z85, who + ": own secret key"));
+  std::array<char, 41> derived{};
+  if (zmq_curve_public(derived.data(), own.secret_z85.c_str()) != 0 ||
+      own.public_z85 != std::string(derived.data(), 40)) {
+    return InvalidError(who + ": the public key does not belong to the secret key");
+  }
+  return Status::Ok();
+}
+
+// Applies CURVE server options; registers the allow-list with the
+// context's ZAP handler before the socket binds.
+Result<ZapDomain> SecureServer(zmq::context_t& context, zmq::socket_t& socket,
+                               const std::string& endpoint, const LinkSecurity& sec) {
+  if (IsInprocEndpoint(endpoint)) return ZapDomain();
+  if (sec.insecure) {
+    WarnPlaintextOnce();
+    return ZapDomain();
+  }
+  const std::string who = "server " + endpoint;
+  LOCKSTEP_RETURN_IF_ERROR(CheckKeyPair(sec.own, who));
+  for (size_t i = 0; i < sec.allowed_clients_z85.size(); ++i) {
+    LOCKSTEP_RETURN_IF_ERROR(ValidateCurveKey(sec.allowed_clients_z85[i],
+                                              who + ": allowed client key #" + std::to_string(i + 1)));
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<ZapHandler> zap, ZapHandler::For(context));
+  ZapDomain domain(zap, zap->Register(sec.allowed_clients_z85));
+  socket.set(zmq::sockopt::zap_domain, domain.domain());
+  socket.set(zmq::sockopt::curve_server, 1);
+  socket.set(zmq::sockopt::curve_secretkey, sec.own.secret_z85);
+  return domain;
+}
+
+Status SecureClient(zmq::socket_t& socket, const std::string& endpoint, const LinkSecurity& sec) {
+  if (IsInprocEndpoint(endpoint)) return Status::Ok();
+  if (sec.insecure) {
+    WarnPlaintextOnce();
+    return Status::Ok();
+  }
+  const std::string who = "client of " + endpoint;
+  LOCKSTEP_RETURN_IF_ERROR(CheckKeyPair(sec.own, who));
+  if (sec.server_public_z85.empty()) {
+    return InvalidError(who + ": no server public key to pin");
+  }
+  LOCKSTEP_RETURN_IF_ERROR(ValidateCurveKey(sec.server_public_z85, who + ": server public key"));
+  socket.set(zmq::sockopt::curve_serverkey, sec.server_public_z85);
+  socket.set(zmq::sockopt::curve_publickey, sec.own.public_z85);
+  socket.set(zmq::sockopt::curve_secretkey, sec.own.secret_z85);
+  return Status::Ok();
+}
+
 }  // namespace
 
 // ---- Server -----------------------------------------------------------------
 
-Server::Server(zmq::socket_t socket, std::string endpoint, TransportOptions options)
-    : socket_(std::move(socket)),
+Server::Server(zmq::socket_t socket, std::string endpoint, TransportOptions options,
+               ZapDomain zap)
+    : zap_(std::move(zap)),
+      socket_(std::move(socket)),
       endpoint_(std::move(endpoint)),
       options_(std::move(options)) {}
 
 Result<Server> Server::Bind(zmq::context_t& context, const std::string& endpoint,
                             TransportOptions options) {
+  LOCKSTEP_RETURN_IF_ERROR(ValidateEndpoint(endpoint, EndpointUse::kBind));
   try {
     zmq::socket_t socket(context, zmq::socket_type::router);
     socket.set(zmq::sockopt::router_mandatory, 1);
-    // A restarted peer reusing its identity replaces the stale connection.
-    socket.set(zmq::sockopt::router_handover, 1);
     ApplyCommonOptions(socket, options);
+    LOCKSTEP_ASSIGN_OR_RETURN(ZapDomain zap,
+                              SecureServer(context, socket, endpoint, options.security));
     socket.bind(endpoint);
     std::string resolved = LastEndpoint(socket);
-    return Server(std::move(socket), std::move(resolved), std::move(options));
+    return Server(std::move(socket), std::move(resolved), std::move(options), std::move(zap));
   } catch (const zmq::error_t& e) {
     return FromZmqError(e.num(), "bind " + endpoint);
   }
@@ -160,7 +233,19 @@ Result<Incoming> Server::Receive(milliseconds timeout) {
   LOCKSTEP_RETURN_IF_ERROR(
       CheckSize(parts[1].size(), options_, "from peer '" + in.peer + "'"));
   in.body = std::move(parts[1]);
+  if (zap_.active()) {
+    const char* key = zmq_msg_gets(in.body.handle(), "User-Id");
+    if (key == nullptr) return InternalError("CURVE message without an authenticated key");
+    in.peer_key = key;
+  }
   return in;
+}
+
+Status Server::AllowClient(const std::string& public_z85) {
+  if (!zap_.active()) return InvalidError("server " + endpoint_ + " has no CURVE allow-list");
+  LOCKSTEP_RETURN_IF_ERROR(ValidateCurveKey(public_z85, "allowed client key"));
+  zap_.Allow(public_z85);
+  return Status::Ok();
 }
 
 // ---- Client -----------------------------------------------------------------
@@ -176,10 +261,12 @@ Result<Client> Client::Connect(zmq::context_t& context, const std::string& endpo
   if (identity.empty() || identity.size() > 255 || identity[0] == '\0') {
     return InvalidError("client identity must be 1..255 bytes, not starting with 0");
   }
+  LOCKSTEP_RETURN_IF_ERROR(ValidateEndpoint(endpoint, EndpointUse::kConnect));
   try {
     zmq::socket_t socket(context, zmq::socket_type::dealer);
     socket.set(zmq::sockopt::routing_id, identity);
     ApplyCommonOptions(socket, options);
+    LOCKSTEP_RETURN_IF_ERROR(SecureClient(socket, endpoint, options.security));
     socket.connect(endpoint);
     return Client(std::move(socket), identity, std::move(options));
   } catch (const zmq::error_t& e) {

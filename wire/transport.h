@@ -5,7 +5,16 @@
 // never a hang or a busy loop.
 //
 // Endpoints: "tcp://host:port" (port "*" binds an ephemeral port; read the
-// real one from endpoint()), "ipc://path", "inproc://name" (same context).
+// real one from endpoint()), "ipc://path", "inproc://name" (same context);
+// the syntax is checked first (wire/endpoint.h).
+//
+// Security (wire/link_security.h): tcp and ipc links are CURVE-encrypted
+// and authenticated unless TransportOptions::security.insecure is set. A
+// Server accepts only clients whose public key is on its allow-list (a ZAP
+// handler refuses the others during the handshake: they cannot deliver a
+// frame or receive one); a Client completes the handshake only with the
+// server holding the pinned key. Incoming::peer_key names the
+// authenticated client key on a Server.
 //
 // Ownership and threads: the zmq::context_t is made by the caller (main)
 // and must outlive every Server/Client made from it. A Server or Client
@@ -30,6 +39,8 @@
 
 #include "base/status.h"
 #include "wire/envelope.h"
+#include "wire/link_security.h"
+#include "wire/zap_handler.h"
 
 namespace lockstep::wire {
 
@@ -39,6 +50,7 @@ struct TransportOptions {
   std::chrono::milliseconds reconnect_min{100};  // ZMQ_RECONNECT_IVL
   std::chrono::milliseconds reconnect_max{5000}; // ZMQ_RECONNECT_IVL_MAX
   size_t max_message_bytes = DecodeLimits{}.max_frame_bytes;
+  LinkSecurity security;  // ignored for inproc endpoints
   // Test hook: receives a copy of each outgoing frame after marshalling and
   // before sending, and may alter it (fault injection). Unset in production.
   std::function<void(std::vector<uint8_t>&)> mutate_outgoing_for_testing;
@@ -49,6 +61,9 @@ struct TransportOptions {
 // aligned -- the decoders copy when it is not).
 struct Incoming {
   std::string peer;
+  // On a CURVE Server: the sender's authenticated public key (Z85). Empty
+  // on a Client and on plaintext or inproc links.
+  std::string peer_key;
   zmq::message_t body;
   std::span<const uint8_t> bytes() const {
     return {static_cast<const uint8_t*>(body.data()), body.size()};
@@ -56,10 +71,13 @@ struct Incoming {
 };
 
 // A bound ROUTER socket with ZMQ_ROUTER_MANDATORY: sending to an unknown or
-// departed identity fails with Disconnected instead of being dropped.
+// departed identity fails with Disconnected instead of being dropped. A
+// second connection claiming an identity already connected is ignored
+// (no handover), so no peer can take over another's replies.
 class Server {
  public:
-  // Invalid for a malformed endpoint, Io if the bind fails (port in use).
+  // Invalid for a malformed endpoint or key (naming which), or missing keys
+  // without security.insecure; Io if the bind fails (port in use).
   static Result<Server> Bind(zmq::context_t& context, const std::string& endpoint,
                              TransportOptions options = {});
 
@@ -76,10 +94,16 @@ class Server {
   // Corrupt: not an [identity][body] message (dropped).
   Result<Incoming> Receive(std::chrono::milliseconds timeout);
 
+  // Adds a client key to the allow-list from now on (CURVE servers only;
+  // Invalid otherwise or for a malformed key).
+  Status AllowClient(const std::string& public_z85);
+
   zmq::socket_ref socket() { return socket_; }
 
  private:
-  Server(zmq::socket_t socket, std::string endpoint, TransportOptions options);
+  Server(zmq::socket_t socket, std::string endpoint, TransportOptions options,
+         ZapDomain zap);
+  ZapDomain zap_;  // declared first: outlives the socket
   zmq::socket_t socket_;
   std::string endpoint_;
   TransportOptions options_;
@@ -90,6 +114,8 @@ class Server {
 class Client {
  public:
   // REQUIRES: identity is 1..255 bytes and does not start with a zero byte.
+  // Invalid for a malformed endpoint or key, or missing keys without
+  // security.insecure.
   static Result<Client> Connect(zmq::context_t& context, const std::string& endpoint,
                                 const std::string& identity,
                                 TransportOptions options = {});

@@ -75,8 +75,16 @@ BENCHMARK(BM_HeartbeatRoundTrip);
 // One decode-step hop through ZeroMQ: encode, send, receive, decode.
 void HopBench(benchmark::State& state, const std::string& endpoint) {
   zmq::context_t context(1);
-  Server server = Server::Bind(context, endpoint).value();
-  Client client = Client::Connect(context, server.endpoint(), "stage").value();
+  // CURVE on tcp, as deployed (inproc is never encrypted).
+  const CurveKeyPair server_keys = GenerateCurveKeyPair().value();
+  const CurveKeyPair client_keys = GenerateCurveKeyPair().value();
+  TransportOptions server_options, client_options;
+  server_options.security.own = server_keys;
+  server_options.security.allowed_clients_z85 = {client_keys.public_z85};
+  client_options.security.own = client_keys;
+  client_options.security.server_public_z85 = server_keys.public_z85;
+  Server server = Server::Bind(context, endpoint, server_options).value();
+  Client client = Client::Connect(context, server.endpoint(), "stage", client_options).value();
   const HiddenFrame frame = MakeFrame(1);
   for (auto _ : state) {
     if (!client.Send(MarshalHidden(frame)).ok()) state.SkipWithError("send");

@@ -29,9 +29,25 @@ T Expect(Result<T> r) {
   return std::move(r).value();
 }
 
+// A CURVE server and the options of one client it allows.
+struct KeyedPair {
+  TransportOptions server, client;
+};
+KeyedPair Keyed() {
+  const CurveKeyPair server = GenerateCurveKeyPair().value();
+  const CurveKeyPair client = GenerateCurveKeyPair().value();
+  KeyedPair k;
+  k.server.security.own = server;
+  k.server.security.allowed_clients_z85 = {client.public_z85};
+  k.client.security.own = client;
+  k.client.security.server_public_z85 = server.public_z85;
+  return k;
+}
+
 class TransportTest : public ::testing::Test {
  protected:
   zmq::context_t context_{1};
+  KeyedPair keys_ = Keyed();
 };
 
 TEST_F(TransportTest, InprocRequestResponse) {
@@ -92,6 +108,7 @@ TEST_F(TransportTest, SendToUnknownPeerIsDisconnected) {
 
 TEST_F(TransportTest, SendTimesOutWhenQueueStaysFull) {
   TransportOptions options;
+  options.security.insecure = true;
   options.send_timeout = 20ms;
   // Nothing listens there; the DEALER queues until its high-water mark.
   Client client = Expect(Client::Connect(context_, "tcp://127.0.0.1:1", "stuck", options));
@@ -152,8 +169,8 @@ TEST_F(TransportTest, IpcRequestResponse) {
     std::string path;
     ~RemoveOnExit() { std::remove(path.c_str()); }
   } remove_socket_file{path};  // destroyed after the sockets below
-  Server server = Expect(Server::Bind(context_, "ipc://" + path));
-  Client client = Expect(Client::Connect(context_, server.endpoint(), "ipc-worker"));
+  Server server = Expect(Server::Bind(context_, "ipc://" + path, keys_.server));
+  Client client = Expect(Client::Connect(context_, server.endpoint(), "ipc-worker", keys_.client));
   const Frame frame = MarshalHidden(testing::MakeHidden(2, 576, 30));
   ASSERT_TRUE(client.Send(frame).ok());
   Incoming in = Expect(server.Receive(kWait));
@@ -168,7 +185,7 @@ TEST_F(TransportTest, IpcRequestResponse) {
 class TcpTransportTest : public TransportTest {
  protected:
   void SetUp() override {
-    server_.emplace(Expect(Server::Bind(context_, "tcp://127.0.0.1:*")));
+    server_.emplace(Expect(Server::Bind(context_, "tcp://127.0.0.1:*", keys_.server)));
     ASSERT_NE(server_->endpoint().find("tcp://127.0.0.1:"), std::string::npos);
     ASSERT_EQ(server_->endpoint().find(":*"), std::string::npos);
   }
@@ -176,7 +193,7 @@ class TcpTransportTest : public TransportTest {
 };
 
 TEST_F(TcpTransportTest, HiddenFrameArrivesBitIdentical) {
-  Client client = Expect(Client::Connect(context_, server_->endpoint(), "stage-1"));
+  Client client = Expect(Client::Connect(context_, server_->endpoint(), "stage-1", keys_.client));
   HiddenFrame frame = testing::MakeHidden(64, 576, 21);
   std::vector<float> adversarial = testing::FloatsFromBits(testing::AdversarialBits());
   std::copy(adversarial.begin(), adversarial.end(), frame.payload.begin());
@@ -194,7 +211,7 @@ TEST_F(TcpTransportTest, HiddenFrameArrivesBitIdentical) {
 }
 
 TEST_F(TcpTransportTest, BitFlippedInTransitIsDetected) {
-  TransportOptions faulty;
+  TransportOptions faulty = keys_.client;
   faulty.mutate_outgoing_for_testing = [](std::vector<uint8_t>& bytes) {
     bytes[bytes.size() - 40] ^= 0x04;  // a payload byte, just before the digest
   };
@@ -211,7 +228,7 @@ TEST_F(TcpTransportTest, BitFlippedInTransitIsDetected) {
 }
 
 TEST_F(TcpTransportTest, ReceiveTimesOutOverTcp) {
-  Client client = Expect(Client::Connect(context_, server_->endpoint(), "idle"));
+  Client client = Expect(Client::Connect(context_, server_->endpoint(), "idle", keys_.client));
   const auto start = Clock::now();
   EXPECT_EQ(server_->Receive(80ms).status().kind(), ErrorKind::kTimeout);
   EXPECT_EQ(client.Receive(80ms).status().kind(), ErrorKind::kTimeout);
