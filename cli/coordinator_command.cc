@@ -14,7 +14,8 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg));
   const ModelFiles& files = coordinator->model_files();
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
-                            BuildRequest(o.run, files.tokenizer_path, files.has_tokenizer));
+                            BuildRequest(o.run, coordinator->model_config().max_position_embeddings,
+                                         files.tokenizer_path, files.has_tokenizer));
   LOCKSTEP_ASSIGN_OR_RETURN(ClusterRun run, RunOnCluster(*coordinator, req, o.run.window));
   std::optional<std::string> text;
   if (files.has_tokenizer) {

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <iostream>
 
+#include "base/limits.h"
 #include "cli/report.h"
 #include "cli/sharded_run.h"
 #include "engine/local_backend.h"
@@ -87,10 +88,11 @@ Result<ModelPins> ResolvePins(const std::string& manifest, const std::string& ex
   return pins;
 }
 
-Result<DecodeRequest> BuildRequest(const RunOptions& o, const std::string& tokenizer_path,
-                                   bool has_tokenizer) {
+Result<DecodeRequest> BuildRequest(const RunOptions& o, int max_position_embeddings,
+                                   const std::string& tokenizer_path, bool has_tokenizer) {
   DecodeRequest req;
   req.gen = o.gen;
+  req.max_positions = MaxPositions(Limits{}, max_position_embeddings);
   if (o.ids) {
     LOCKSTEP_ASSIGN_OR_RETURN(req.prompt, ParseIdList(*o.ids));
   } else if (o.prompt) {
@@ -131,7 +133,8 @@ Status RunMonolithic(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(ModelPins pins, ResolvePins(o.manifest, o.expect));
   LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, pins));
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
-                            BuildRequest(o, model.files.tokenizer_path, model.files.has_tokenizer));
+                            BuildRequest(o, model.config.max_position_embeddings,
+                                         model.files.tokenizer_path, model.files.has_tokenizer));
   const StageSpec all{0, model.config.num_layers, true, true};
   const ops::Kernels* kernels = ops::KernelsByName(compute_options.isa);
   if (kernels == nullptr) return InvalidError("--isa " + compute_options.isa + " is not available here");

@@ -36,7 +36,8 @@ Result<std::vector<uint32_t>> ParseIdList(const std::string& text);
 Result<ModelPins> ResolvePins(const std::string& manifest, const std::string& expect);
 // Generated ids as text, when the folder has a loadable tokenizer.json.
 std::optional<std::string> DecodeText(const ModelFiles& files, const std::vector<uint32_t>& ids);
-Result<DecodeRequest> BuildRequest(const RunOptions& opts, const std::string& tokenizer_path,
+Result<DecodeRequest> BuildRequest(const RunOptions& opts, int max_position_embeddings,
+                                   const std::string& tokenizer_path,
                                    bool has_tokenizer);
 
 }  // namespace lockstep::cli

@@ -251,7 +251,8 @@ Status RunSharded(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(ModelPins pins, ResolvePins(o.manifest, o.expect));
   LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, pins));
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
-                            BuildRequest(o, model.files.tokenizer_path, model.files.has_tokenizer));
+                            BuildRequest(o, model.config.max_position_embeddings,
+                                         model.files.tokenizer_path, model.files.has_tokenizer));
   LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoopbackConfig(o, model, pins));
   LOCKSTEP_ASSIGN_OR_RETURN(
       auto procs, WorkerProcesses::Spawn(SelfExe(), static_cast<int>(cfg.workers.size()),

@@ -1,5 +1,6 @@
 #include "engine/decode.h"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 
@@ -56,6 +57,33 @@ Status ValidateDecodeRequest(const DecodeRequest& req) {
       return InvalidError("--evict at step " + std::to_string(e.step) +
                           " never happens: only " + std::to_string(req.gen) + " steps run");
     }
+  }
+  if (req.max_positions == 0 || req.gen == 0) return Status::Ok();
+  // The cache as RunDecode grows it: the prompt, then one token fed after
+  // each step but the last, evictions applied before that step's feed
+  // (the backend refuses impossible evictions itself). Linear between
+  // eviction steps, so this costs O(evictions), not O(gen).
+  std::vector<EvictSpec> evictions = req.evictions;
+  std::stable_sort(evictions.begin(), evictions.end(),
+                   [](const EvictSpec& a, const EvictSpec& b) { return a.step < b.step; });
+  uint64_t length = req.prompt.size(), peak = length, next = 0;  // next: first step not fed yet
+  for (const EvictSpec& e : evictions) {
+    if (e.step >= next) {
+      length += e.step - next;  // steps [next, e.step) each fed one token
+      peak = std::max(peak, length);
+      next = e.step;
+    }
+    length -= std::min<uint64_t>(length, e.count);
+    // The feed of step e.step happens after all of its evictions: counted
+    // by the next segment.
+  }
+  length += (req.gen - 1) - std::min<uint64_t>(next, req.gen - 1);
+  peak = std::max(peak, length);
+  if (peak > req.max_positions) {
+    return InvalidError("limit max_positions: the prompt (" + std::to_string(req.prompt.size()) +
+                        " tokens) and --gen " + std::to_string(req.gen) + " need " +
+                        std::to_string(peak) + " positions, over the model's " +
+                        std::to_string(req.max_positions) + " (max_position_embeddings)");
   }
   return Status::Ok();
 }

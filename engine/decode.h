@@ -42,6 +42,10 @@ struct DecodeRequest {
   std::vector<uint32_t> prompt;     // non-empty
   uint32_t gen = 16;
   std::vector<EvictSpec> evictions; // applied in order
+  // Positions the model supports (MaxPositions in base/limits.h of its
+  // max_position_embeddings). A request whose cache would grow past it is
+  // refused before any token is fed. 0: no bound known to the caller.
+  uint32_t max_positions = 0;
 };
 
 struct DecodeResult {
@@ -54,7 +58,8 @@ struct DecodeResult {
   std::vector<Digest> logits_sha256;
 };
 
-// Checks a request (non-empty prompt, eviction steps < gen).
+// Checks a request (non-empty prompt, eviction steps < gen, the largest
+// cache length it reaches, evictions included, <= max_positions).
 Status ValidateDecodeRequest(const DecodeRequest& req);
 
 Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,
