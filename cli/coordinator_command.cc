@@ -9,6 +9,7 @@ namespace lockstep::cli {
 namespace {
 
 Status RunCoordinator(const CoordinatorCommandOptions& o) {
+  LOCKSTEP_ASSIGN_OR_RETURN(auto signer, LoadSignKey(o.run.sign_key));
   LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(o.config));
   zmq::context_t context(1);
   LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg));
@@ -25,9 +26,13 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
   }
   RunReport report{run.result, coordinator->seed(), text, coordinator->plan_text(),
                    ClusterNotes(*coordinator, run)};
+  report.window = o.run.window;
+  report.evictions = req.evictions;
+  report.workers = ReceiptWorkers(*coordinator);
+  report.timings = {{"decode_ms_per_token_sharded", run.decode_ms_per_token}};
+  report.signer = signer ? &*signer : nullptr;
   if (o.shutdown_workers) coordinator->ShutdownWorkers("coordinator finished");
-  PrintReport(report, o.run.json, std::cout);
-  return Status::Ok();
+  return PrintReport(report, o.run.json, std::cout, o.run.receipt_path);
 }
 
 }  // namespace
@@ -42,6 +47,7 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCommandOptions& o) {
   cmd->add_flag("--json", o.run.json, "Print one JSON object");
   cmd->add_option("--window", o.run.window, "Sliding window W for every layer (0 = none)");
   cmd->add_option("--evict", o.run.evictions, "FROM:COUNT@STEP: evict a span after step STEP");
+  AddReceiptOptions(cmd, o.run);
   cmd->add_flag("--shutdown-workers", o.shutdown_workers, "Ask the workers to exit afterwards");
   return cmd;
 }

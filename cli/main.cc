@@ -8,6 +8,7 @@
 #include "cli/make_model_command.h"
 #include "cli/run_command.h"
 #include "cli/selftest_command.h"
+#include "cli/verify_command.h"
 #include "cli/worker_command.h"
 #include "engine/ops/fp_env.h"
 
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   cli::WorkerCommandOptions worker_opts;
   cli::CoordinatorCommandOptions coordinator_opts;
   cli::KeygenOptions keygen_opts;
+  cli::VerifyOptions verify_opts;
   CLI::App* run = cli::AddRunCommand(app, run_opts);
   CLI::App* selftest = cli::AddSelftestCommand(app);
   CLI::App* make = cli::AddMakeModelCommand(app, make_opts);
@@ -28,6 +30,7 @@ int main(int argc, char** argv) {
   CLI::App* worker = cli::AddWorkerCommand(app, worker_opts);
   CLI::App* coordinator = cli::AddCoordinatorCommand(app, coordinator_opts);
   CLI::App* keygen = cli::AddKeygenCommand(app, keygen_opts);
+  CLI::App* verify = cli::AddVerifyCommand(app, verify_opts);
   CLI11_PARSE(app, argc, argv);
 
   // §1.3: before any decode arithmetic, in this (the computing) thread.
@@ -40,6 +43,7 @@ int main(int argc, char** argv) {
   if (make->parsed()) return cli::RunMakeModelCommand(make_opts);
   if (bench->parsed()) return cli::RunBenchCommand(bench_opts);
   if (worker->parsed()) return cli::RunWorkerCommand(worker_opts);
+  if (verify->parsed()) return cli::RunVerifyCommand(verify_opts);
   if (keygen->parsed()) return cli::RunKeygenCommand(keygen_opts);
   if (coordinator->parsed()) return cli::RunCoordinatorCommand(coordinator_opts);
   return 1;

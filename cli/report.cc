@@ -1,5 +1,7 @@
 #include "cli/report.h"
 
+#include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 namespace lockstep::cli {
@@ -35,30 +37,55 @@ void PrintHuman(const RunReport& r, std::ostream& out) {
       << " gen_toks=" << d.generated.size() << " dtype=fp32\n";
 }
 
-void PrintJson(const RunReport& r, std::ostream& out) {
-  const DecodeResult& d = r.result;
-  nlohmann::json j;
-  j["prompt_token_ids"] = d.prompt;
-  j["generated_token_ids"] = d.generated;
-  j["table_digest"] = ToHex(r.seed.table_digest);
-  j["inv_freq_table_digest"] = ToHex(r.seed.inv_freq_table_digest);
-  j["argmax_digest"] = ToHex(d.argmax_digest);
-  j["cis2_ref"] = ToHex(d.cis2_ref);
-  j["weights_sha256"] = ToHex(r.seed.weights_sha256);
-  j["tokenizer_sha256"] = ToHex(r.seed.tokenizer_sha256);
-  j["config_sha256"] = ToHex(r.seed.config_sha256);
-  if (r.generated_text) j["generated_text"] = *r.generated_text;
-  if (!r.plan.empty()) j["plan"] = r.plan;
-  if (r.compared_with_monolithic) j["sharded_equals_monolithic"] = true;
-  out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+Result<nlohmann::json> MakeReceipt(const RunReport& r) {
+  receipt::ReceiptInputs in;
+  in.result = &r.result;
+  in.seed = r.seed;
+  in.generated_text = r.generated_text;
+  in.window = r.window;
+  in.evictions = r.evictions;
+  in.plan = r.plan;
+  in.workers = r.workers;
+  in.compared_with_monolithic = r.compared_with_monolithic;
+  in.timings = r.timings;
+  nlohmann::json j = receipt::BuildReceipt(in);
+  if (r.signer != nullptr) LOCKSTEP_RETURN_IF_ERROR(receipt::SignReceipt(&j, *r.signer));
+  return j;
 }
 
-void PrintReport(const RunReport& r, bool json, std::ostream& out) {
+Status PrintJson(const RunReport& r, std::ostream& out) {
+  LOCKSTEP_ASSIGN_OR_RETURN(nlohmann::json j, MakeReceipt(r));
+  out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  return Status::Ok();
+}
+
+Status WriteReceiptFile(const RunReport& r, const std::string& path) {
+  LOCKSTEP_ASSIGN_OR_RETURN(nlohmann::json j, MakeReceipt(r));
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return IoError(path + ": cannot create the receipt file");
+    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    if (!out) return IoError(path + ": write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return IoError(path + ": cannot write the receipt file");
+  return Status::Ok();
+}
+
+Result<std::optional<keys::Identity>> LoadSignKey(const std::string& path) {
+  if (path.empty()) return std::optional<keys::Identity>();
+  LOCKSTEP_ASSIGN_OR_RETURN(keys::Identity id, keys::ReadIdentity(path));
+  return std::optional<keys::Identity>(std::move(id));
+}
+
+Status PrintReport(const RunReport& r, bool json, std::ostream& out, const std::string& receipt_path) {
   if (json) {
-    PrintJson(r, out);
+    LOCKSTEP_RETURN_IF_ERROR(PrintJson(r, out));
   } else {
     PrintHuman(r, out);
   }
+  if (!receipt_path.empty()) LOCKSTEP_RETURN_IF_ERROR(WriteReceiptFile(r, receipt_path));
+  return Status::Ok();
 }
 
 }  // namespace lockstep::cli

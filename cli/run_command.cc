@@ -47,11 +47,17 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   run->add_option("--plan", o.plan, "Explicit layer ranges, e.g. 0:10,10:20,20:30");
   run->add_flag("--compare-monolithic", o.compare_monolithic,
                 "Also run monolithically; fail unless every digest is equal");
+  AddReceiptOptions(run, o);
   run->add_option("--isa", compute_options.isa, "Kernels: scalar|avx2|avx512|neon|auto")
       ->default_val("auto");
   run->add_option("--threads", compute_options.threads, "Compute threads (including the caller)")
       ->default_val(1);
   return run;
+}
+
+void AddReceiptOptions(CLI::App* cmd, RunOptions& o) {
+  cmd->add_option("--receipt", o.receipt_path, "Also write the run's receipt (JSON) to this file");
+  cmd->add_option("--sign-key", o.sign_key, "Sign the receipt with this key file (lockstep keygen)");
 }
 
 Result<std::vector<uint32_t>> ParseIdList(const std::string& text) {
@@ -130,6 +136,7 @@ Status CheckSameRun(const DecodeResult& a, const DecodeResult& b) {
 }
 
 Status RunMonolithic(const RunOptions& o) {
+  LOCKSTEP_ASSIGN_OR_RETURN(auto signer, LoadSignKey(o.sign_key));
   LOCKSTEP_ASSIGN_OR_RETURN(ModelPins pins, ResolvePins(o.manifest, o.expect));
   LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, pins));
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
@@ -147,8 +154,10 @@ Status RunMonolithic(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeResult run2, DecodeOnce(*stage, req, o.window, seed));
   LOCKSTEP_RETURN_IF_ERROR(CheckSameRun(run1, run2));
   RunReport report{run1, seed, DecodeText(model.files, run1.generated), "", {}};
-  PrintReport(report, o.json, std::cout);
-  return Status::Ok();
+  report.window = o.window;
+  report.evictions = req.evictions;
+  report.signer = signer ? &*signer : nullptr;
+  return PrintReport(report, o.json, std::cout, o.receipt_path);
 }
 
 }  // namespace

@@ -25,7 +25,13 @@ struct RunOptions {
   int workers = 0;           // > 0: sharded over local worker processes
   std::string plan;          // explicit cut points, e.g. 0:10,10:20,20:30
   bool compare_monolithic = false;
+  std::string receipt_path;  // --receipt FILE: also write the receipt there
+  std::string sign_key;      // --sign-key KEY: sign the receipt with this identity
 };
+
+// Registers --receipt and --sign-key on a decoding subcommand.
+void AddReceiptOptions(CLI::App* cmd, RunOptions& o);
+
 
 // Registers the subcommand; the caller runs RunRunCommand when it parsed.
 CLI::App* AddRunCommand(CLI::App& app, RunOptions& opts);

@@ -203,6 +203,14 @@ Status CompareResults(const DecodeResult& s, const DecodeResult& m) {
   return MismatchError("sharded != monolithic:" + diff);
 }
 
+std::vector<receipt::WorkerEntry> ReceiptWorkers(const Coordinator& c) {
+  std::vector<receipt::WorkerEntry> out;
+  for (const WorkerInfo& w : c.workers()) {
+    out.push_back({w.endpoint, static_cast<uint32_t>(w.spec.lo), static_cast<uint32_t>(w.spec.hi), ""});
+  }
+  return out;
+}
+
 std::vector<std::string> ClusterNotes(const Coordinator& c, const ClusterRun& run) {
   std::vector<std::string> notes;
   for (const WorkerInfo& w : c.workers()) {
@@ -247,29 +255,43 @@ Result<ClusterConfig> LoopbackConfig(const RunOptions& o, const OpenModel& model
   return cfg;
 }
 
-Status RunSharded(const RunOptions& o) {
-  LOCKSTEP_ASSIGN_OR_RETURN(ModelPins pins, ResolvePins(o.manifest, o.expect));
-  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, pins));
-  LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
-                            BuildRequest(o, model.config.max_position_embeddings,
-                                         model.files.tokenizer_path, model.files.has_tokenizer));
+}  // namespace
+
+Result<LoopbackRun> RunOnLoopback(const RunOptions& o, const OpenModel& model,
+                                  const ModelPins& pins, const DecodeRequest& req) {
   LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoopbackConfig(o, model, pins));
   LOCKSTEP_ASSIGN_OR_RETURN(
       auto procs, WorkerProcesses::Spawn(SelfExe(), static_cast<int>(cfg.workers.size()),
                                          milliseconds(10000)));
   cfg.workers = procs->endpoints();
   zmq::context_t context(1);
-  ClusterRun run;
-  std::vector<std::string> notes;
-  std::string plan;
+  LoopbackRun out;
   {
     LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg));
-    LOCKSTEP_ASSIGN_OR_RETURN(run, RunOnCluster(*coordinator, req, o.window));
-    notes = ClusterNotes(*coordinator, run);
-    plan = coordinator->plan_text();
+    LOCKSTEP_ASSIGN_OR_RETURN(out.run, RunOnCluster(*coordinator, req, o.window));
+    out.notes = ClusterNotes(*coordinator, out.run);
+    out.plan = coordinator->plan_text();
+    out.stages = ReceiptWorkers(*coordinator);
     coordinator->ShutdownWorkers("run finished");
   }  // the coordinator's I/O thread flushes the shutdown as it stops
   procs->Reap(milliseconds(2000));
+  return out;
+}
+
+namespace {
+
+Status RunSharded(const RunOptions& o) {
+  LOCKSTEP_ASSIGN_OR_RETURN(auto signer, LoadSignKey(o.sign_key));
+  LOCKSTEP_ASSIGN_OR_RETURN(ModelPins pins, ResolvePins(o.manifest, o.expect));
+  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, pins));
+  LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
+                            BuildRequest(o, model.config.max_position_embeddings,
+                                         model.files.tokenizer_path, model.files.has_tokenizer));
+  LOCKSTEP_ASSIGN_OR_RETURN(LoopbackRun lr, RunOnLoopback(o, model, pins, req));
+  ClusterRun& run = lr.run;
+  std::vector<std::string>& notes = lr.notes;
+  const std::string& plan = lr.plan;
+  std::vector<receipt::WorkerEntry>& stages = lr.stages;
   if (o.compare_monolithic) {
     LOCKSTEP_ASSIGN_OR_RETURN(auto mono, RunMonolithicTimed(model, req, o.window));
     LOCKSTEP_RETURN_IF_ERROR(CompareResults(run.result, mono.first));
@@ -279,8 +301,12 @@ Status RunSharded(const RunOptions& o) {
   }
   RunReport report{run.result, model.Seed(), DecodeText(model.files, run.result.generated), plan,
                    notes, o.compare_monolithic};
-  PrintReport(report, o.json, std::cout);
-  return Status::Ok();
+  report.window = o.window;
+  report.evictions = req.evictions;
+  report.workers = std::move(stages);
+  report.timings = {{"decode_ms_per_token_sharded", run.decode_ms_per_token}};
+  report.signer = signer ? &*signer : nullptr;
+  return PrintReport(report, o.json, std::cout, o.receipt_path);
 }
 
 }  // namespace

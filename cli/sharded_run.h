@@ -71,8 +71,22 @@ Result<std::pair<DecodeResult, double>> RunMonolithicTimed(const OpenModel& mode
 // Ok when every digest and token of `a` equals `b`'s; else Mismatch naming what differs.
 Status CompareResults(const DecodeResult& sharded, const DecodeResult& monolithic);
 
+// The receipt's list of a cluster's stages (endpoint, layer range).
+std::vector<receipt::WorkerEntry> ReceiptWorkers(const Coordinator& coordinator);
+
 // Human-only notes: per-worker memory, latency and wire bytes.
 std::vector<std::string> ClusterNotes(const Coordinator& coordinator, const ClusterRun& run);
+
+// A decode on `o.workers` loopback worker processes (or `o.plan`), spawned
+// and reaped here.
+struct LoopbackRun {
+  ClusterRun run;
+  std::vector<std::string> notes;
+  std::string plan;
+  std::vector<receipt::WorkerEntry> stages;
+};
+Result<LoopbackRun> RunOnLoopback(const RunOptions& o, const OpenModel& model,
+                                  const ModelPins& pins, const DecodeRequest& req);
 
 // `lockstep run --workers/--plan`: returns the process exit code.
 int RunShardedCommand(const RunOptions& opts);
