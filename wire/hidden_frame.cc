@@ -14,6 +14,8 @@
 namespace lockstep::wire {
 namespace {
 
+using internal::DigestData;
+
 // Payloads are memcpy'd between float storage and the little-endian wire
 // format; a big-endian port would swap bytes here, as bytes.
 static_assert(std::endian::native == std::endian::little,
@@ -57,10 +59,6 @@ Digest LogitsDigestOf(const Logits& l, std::span<const uint8_t> payload) {
   s.UpdateU32Le(l.vocab);
   s.Update(payload);
   return s.Finalize();
-}
-
-capnp::Data::Reader DigestData(const Digest& d) {
-  return capnp::Data::Reader(d.data(), d.size());
 }
 
 // Checks that a blob holds exactly rows * cols fp32 words; `what` names

@@ -11,6 +11,8 @@
 namespace lockstep::wire {
 namespace {
 
+using internal::DigestData;
+
 namespace s = schema;
 
 // ErrorReport::kind crosses the wire as the schema enum of the same order.
@@ -25,10 +27,6 @@ static_assert(static_cast<int>(s::ErrorKind::INTERNAL) ==
               static_cast<int>(ErrorKind::kInternal));
 
 // ---- struct -> capnp -------------------------------------------------------
-
-capnp::Data::Reader DigestData(const Digest& d) {
-  return capnp::Data::Reader(d.data(), d.size());
-}
 
 void Write(const Hello& m, s::Envelope::Builder e) {
   auto out = e.initHello();
@@ -313,6 +311,18 @@ Result<Message> ParseMessage(std::span<const uint8_t> bytes,
                              const DecodeLimits& limits) {
   LOCKSTEP_ASSIGN_OR_RETURN(ParsedEnvelope parsed, ParseEnvelope(bytes, limits));
   return internal::GuardedRead([&] { return ReadEnvelope(parsed.root()); });
+}
+
+std::optional<uint64_t> SessionOfRefusedFrame(std::span<const uint8_t> bytes,
+                                              const DecodeLimits& limits) {
+  Result<ParsedEnvelope> env = ParseEnvelope(bytes, limits);
+  if (!env.ok()) return std::nullopt;
+  try {
+    if (env->which() == s::Envelope::HIDDEN) return env->root().getHidden().getSessionId();
+    if (env->which() == s::Envelope::LOGITS) return env->root().getLogits().getSessionId();
+  } catch (const kj::Exception&) {
+  }
+  return std::nullopt;
 }
 
 }  // namespace lockstep::wire

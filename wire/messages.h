@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <variant>
@@ -102,6 +103,13 @@ struct ErrorReport {
   uint64_t session_id = 0;  // meaningful only when has_session
 
   Status ToStatus() const { return Status(kind, message); }
+  // The one way to report a failure: `who` (e.g. "worker W stage K layers
+  // [lo,hi)") prefixes the message; an Ok status is reported as Internal.
+  static ErrorReport From(const Status& st, const std::string& who,
+                          std::optional<uint64_t> session) {
+    return ErrorReport{st.kind() == ErrorKind::kOk ? ErrorKind::kInternal : st.kind(),
+                       who + ": " + st.message(), session.has_value(), session.value_or(0)};
+  }
 };
 
 struct Shutdown {
@@ -124,5 +132,12 @@ Frame MarshalMessage(const Message& message);
 // member this build does not know.
 Result<Message> ParseMessage(std::span<const uint8_t> bytes,
                              const DecodeLimits& limits = {});
+
+// For a frame ParseMessage refused: the session it still names, when its
+// envelope parses and it is a hidden frame or logits (a flipped payload bit
+// fails only the digest check), so the receiver can fail just that session.
+// nullopt when the frame names no session.
+std::optional<uint64_t> SessionOfRefusedFrame(std::span<const uint8_t> bytes,
+                                              const DecodeLimits& limits = {});
 
 }  // namespace lockstep::wire

@@ -1,16 +1,23 @@
 // Internal to lockstep_wire: capnp <-> struct conversion for the tensor
-// messages, shared by hidden_frame.cc and messages.cc. Not for callers.
+// messages and digest fields, shared by hidden_frame.cc and messages.cc.
+// Not for callers.
 #pragma once
 
 #include <string>
 
 #include <kj/exception.h>
 
+#include "base/sha256.h"
 #include "base/status.h"
 #include "wire/hidden_frame.h"
 #include "wire/lockstep.capnp.h"
 
 namespace lockstep::wire::internal {
+
+// A digest as a capnp Data field (32 bytes, not copied).
+inline capnp::Data::Reader DigestData(const Digest& d) {
+  return capnp::Data::Reader(d.data(), d.size());
+}
 
 void WriteHidden(const HiddenFrame& frame, schema::HiddenFrame::Builder out);
 Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in);
