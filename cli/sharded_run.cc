@@ -236,7 +236,7 @@ std::vector<std::string> ClusterNotes(const Coordinator& c, const ClusterRun& ru
 
 namespace {
 
-Result<ClusterConfig> LoopbackConfig(const RunOptions& o, const OpenModel& model,
+Result<ClusterConfig> LoopbackConfig(const RunOptions& o, const ModelInfo& model,
                                      const ModelPins& pins) {
   ClusterConfig cfg;
   cfg.model_dir = std::filesystem::absolute(o.model_dir).string();
@@ -257,7 +257,7 @@ Result<ClusterConfig> LoopbackConfig(const RunOptions& o, const OpenModel& model
 
 }  // namespace
 
-Result<LoopbackRun> RunOnLoopback(const RunOptions& o, const OpenModel& model,
+Result<LoopbackRun> RunOnLoopback(const RunOptions& o, const ModelInfo& model,
                                   const ModelPins& pins, const DecodeRequest& req) {
   LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoopbackConfig(o, model, pins));
   LOCKSTEP_ASSIGN_OR_RETURN(
@@ -267,7 +267,7 @@ Result<LoopbackRun> RunOnLoopback(const RunOptions& o, const OpenModel& model,
   zmq::context_t context(1);
   LoopbackRun out;
   {
-    LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg));
+    LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg, model));
     LOCKSTEP_ASSIGN_OR_RETURN(out.run, RunOnCluster(*coordinator, req, o.window));
     out.notes = ClusterNotes(*coordinator, out.run);
     out.plan = coordinator->plan_text();
@@ -283,7 +283,7 @@ namespace {
 Status RunSharded(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(auto signer, LoadSignKey(o.sign_key));
   LOCKSTEP_ASSIGN_OR_RETURN(ModelPins pins, ResolvePins(o.manifest, o.expect));
-  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, pins));
+  LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo model, InspectModelDir(o.model_dir, pins));
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
                             BuildRequest(o, model.config.max_position_embeddings,
                                          model.files.tokenizer_path, model.files.has_tokenizer));
@@ -293,7 +293,8 @@ Status RunSharded(const RunOptions& o) {
   const std::string& plan = lr.plan;
   std::vector<receipt::WorkerEntry>& stages = lr.stages;
   if (o.compare_monolithic) {
-    LOCKSTEP_ASSIGN_OR_RETURN(auto mono, RunMonolithicTimed(model, req, o.window));
+    LOCKSTEP_ASSIGN_OR_RETURN(OpenModel mapped, MapWeights(model));
+    LOCKSTEP_ASSIGN_OR_RETURN(auto mono, RunMonolithicTimed(mapped, req, o.window));
     LOCKSTEP_RETURN_IF_ERROR(CompareResults(run.result, mono.first));
     char buf[96];
     std::snprintf(buf, sizeof buf, "decode_ms_per_token   = %.3f (monolithic)", mono.second);

@@ -85,7 +85,7 @@ struct LoopbackRun {
   std::string plan;
   std::vector<receipt::WorkerEntry> stages;
 };
-Result<LoopbackRun> RunOnLoopback(const RunOptions& o, const OpenModel& model,
+Result<LoopbackRun> RunOnLoopback(const RunOptions& o, const ModelInfo& model,
                                   const ModelPins& pins, const DecodeRequest& req);
 
 // `lockstep run --workers/--plan`: returns the process exit code.

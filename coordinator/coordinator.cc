@@ -41,14 +41,19 @@ Coordinator::~Coordinator() {
 
 Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
                                                         const ClusterConfig& config) {
+  LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo model, InspectModelDir(config.model_dir, config.pins));
+  return Start(context, config, std::move(model));
+}
+
+Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
+                                                        const ClusterConfig& config,
+                                                        ModelInfo model) {
   std::unique_ptr<Coordinator> c(new Coordinator(context, config));
   if (!c->inbox_.ok()) return IoError("coordinator: eventfd failed");
-  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(config.model_dir, config.pins));
-  c->model_config_ = model.config;
-  c->model_files_ = model.files;
   c->seed_ = model.Seed();
+  c->model_ = std::move(model);
   // The plan is checked before any worker is contacted, let alone loads.
-  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<StageSpec> specs, ResolvePlan(config, model.config));
+  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<StageSpec> specs, ResolvePlan(config, c->model_.config));
   for (size_t k = 0; k < specs.size(); ++k) {
     c->workers_.push_back(WorkerInfo{k, config.workers[k], specs[k], {}, 0});
   }
@@ -230,10 +235,10 @@ Result<std::unique_ptr<RemoteSession>> Coordinator::OpenSession(std::optional<in
     open.window.kind = wire::WindowSpec::Kind::kGlobal;
     open.window.global = static_cast<uint32_t>(*window);
   } else {
-    const auto& w = model_config_.layer_window;
+    const auto& w = model_.config.layer_window;
     if (std::any_of(w.begin(), w.end(), [](int x) { return x != 0; })) {
       open.window.kind = wire::WindowSpec::Kind::kPerLayer;
-      open.window.per_layer.assign(static_cast<size_t>(model_config_.num_layers), 0);
+      open.window.per_layer.assign(static_cast<size_t>(model_.config.num_layers), 0);
       for (size_t l = 0; l < w.size() && l < open.window.per_layer.size(); ++l) {
         open.window.per_layer[l] = static_cast<uint32_t>(w[l]);
       }
@@ -325,9 +330,8 @@ void Coordinator::OnMessage(size_t k, const wire::Incoming& in) {
   Result<wire::Message> parsed = wire::ParseMessage(in.bytes());
   if (!parsed.ok()) {
     const Status st = parsed.status().WithContext("frame from " + Describe(k));
-    Result<wire::ParsedEnvelope> env = wire::ParseEnvelope(in.bytes());
-    if (env.ok() && env->which() == wire::schema::Envelope::LOGITS) {
-      return Resolve(env->root().getLogits().getSessionId(), st);
+    if (std::optional<uint64_t> session = wire::SessionOfRefusedFrame(in.bytes())) {
+      return Resolve(*session, st);
     }
     std::cerr << "lockstep coordinator: " << st.ToString() << "\n";
     return;

@@ -1,7 +1,8 @@
 // Coordinator: drives a pipeline of workers (docs/runtime.md).
 //
-// Start() opens the model folder itself (hashes, config, digests — never
-// the weights), validates the plan before any worker is contacted, then
+// Start() takes the model folder's identity (hashes, config, digests: never
+// the weights; InspectModelDir, once per process), validates the plan
+// before any worker is contacted, then
 // assigns every worker its layers and refuses any worker whose Hello shows
 // different artifact hashes, table_digest or inv_freq_table_digest. After
 // that, sessions (RemoteSession, a StepBackend) can run RunDecode from any
@@ -39,7 +40,7 @@
 #include "wire/liveness.h"
 #include "wire/messages.h"
 #include "wire/transport.h"
-#include "worker/mailbox.h"
+#include "base/mailbox.h"
 
 namespace lockstep {
 
@@ -64,14 +65,20 @@ class Coordinator {
  public:
   using LogitsResult = Result<wire::Logits>;
 
+  // `model`: InspectModelDir(config.model_dir, config.pins), done by the
+  // caller when it needs the folder too (so it is hashed once).
+  static Result<std::unique_ptr<Coordinator>> Start(zmq::context_t& context,
+                                                    const ClusterConfig& config,
+                                                    ModelInfo model);
+  // The same, inspecting config.model_dir itself.
   static Result<std::unique_ptr<Coordinator>> Start(zmq::context_t& context,
                                                     const ClusterConfig& config);
   ~Coordinator();  // stops the I/O thread; workers keep running
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
-  const ModelConfig& model_config() const { return model_config_; }
-  const ModelFiles& model_files() const { return model_files_; }
+  const ModelConfig& model_config() const { return model_.config; }
+  const ModelFiles& model_files() const { return model_.files; }
   const WitnessSeed& seed() const { return seed_; }
   const std::vector<WorkerInfo>& workers() const { return workers_; }
   std::string plan_text() const;
@@ -137,8 +144,7 @@ class Coordinator {
 
   zmq::context_t& context_;
   ClusterConfig config_;
-  ModelConfig model_config_;
-  ModelFiles model_files_;
+  ModelInfo model_;
   WitnessSeed seed_;
   std::vector<WorkerInfo> workers_;
   std::vector<Link> links_;            // I/O thread (handshake: the caller)

@@ -5,7 +5,7 @@
 
 namespace lockstep {
 
-WitnessSeed OpenModel::Seed() const {
+WitnessSeed ModelInfo::Seed() const {
   return WitnessSeed{hashes.weights, hashes.tokenizer, hashes.config, table_digest,
                      inv_freq_table_digest};
 }
@@ -21,18 +21,29 @@ Status CheckSupported(const ModelConfig& c) {
   return Status::Ok();
 }
 
-Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins) {
-  OpenModel m;
+Result<ModelInfo> InspectModelDir(const std::string& dir, const ModelPins& pins) {
+  ModelInfo m;
   LOCKSTEP_ASSIGN_OR_RETURN(m.files, LocateModelFiles(dir));
   LOCKSTEP_ASSIGN_OR_RETURN(m.hashes, HashArtifacts(m.files));
   LOCKSTEP_RETURN_IF_ERROR(VerifyPins(m.hashes, pins));
   LOCKSTEP_ASSIGN_OR_RETURN(m.config, LoadModelConfig(m.files.config_path));
   LOCKSTEP_RETURN_IF_ERROR(CheckSupported(m.config).WithContext(m.files.config_path));
-  LOCKSTEP_ASSIGN_OR_RETURN(SafetensorsFile st, SafetensorsFile::Open(m.files.weights_path));
-  m.weights = std::make_unique<SafetensorsFile>(std::move(st));
   m.table_digest = ops::TableDigest();
   m.inv_freq_table_digest = ops::InvFreqDigest(ops::InvFreq(m.config.rope_theta, m.config.head_dim));
   return m;
+}
+
+Result<OpenModel> MapWeights(ModelInfo info) {
+  OpenModel m;
+  static_cast<ModelInfo&>(m) = std::move(info);
+  LOCKSTEP_ASSIGN_OR_RETURN(SafetensorsFile st, SafetensorsFile::Open(m.files.weights_path));
+  m.weights = std::make_unique<SafetensorsFile>(std::move(st));
+  return m;
+}
+
+Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins) {
+  LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo info, InspectModelDir(dir, pins));
+  return MapWeights(std::move(info));
 }
 
 Result<std::unique_ptr<Stage>> LoadStage(const OpenModel& model, const StageSpec& spec,

@@ -1,7 +1,9 @@
 // Opening a model folder: locate and hash its three artifact files,
-// verify optional pins, parse config.json, and build Stages from
-// model.safetensors. The witness seed (§12.1 items 1-5) comes from here.
-// Values are move-only (they own an mmap); thread-compatible.
+// verify optional pins, parse config.json (InspectModelDir: never maps the
+// weights), then map model.safetensors (OpenModelDir) and build Stages.
+// The witness seed (§12.1 items 1-5) comes from here. Hash a folder once
+// per process: InspectModelDir, then MapWeights if the weights are needed.
+// OpenModel is move-only (it owns an mmap); thread-compatible.
 #pragma once
 
 #include <memory>
@@ -17,18 +19,27 @@
 
 namespace lockstep {
 
-struct OpenModel {
+// What a model folder is, without its weights: what a coordinator needs.
+struct ModelInfo {
   ModelFiles files;
   ArtifactHashes hashes;
   ModelConfig config;
-  std::unique_ptr<SafetensorsFile> weights;
   Digest table_digest{};
   Digest inv_freq_table_digest{};
 
   WitnessSeed Seed() const;
 };
 
+// A model folder with model.safetensors mapped (what a Stage loads from).
+struct OpenModel : ModelInfo {
+  std::unique_ptr<SafetensorsFile> weights;
+};
+
 // pins: checked before anything is parsed; a mismatch fails loudly (§2.1).
+Result<ModelInfo> InspectModelDir(const std::string& dir, const ModelPins& pins);
+// Maps the weights of an inspected folder (no second hashing).
+Result<OpenModel> MapWeights(ModelInfo info);
+// InspectModelDir then MapWeights.
 Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins);
 
 // Validates the config for the forward pass (head_dim limits etc.).

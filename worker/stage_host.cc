@@ -90,13 +90,11 @@ void StageHost::FailSession(uint64_t session_id, const Status& st, std::vector<O
 
 void StageHost::Report(const Status& st, bool has_session, uint64_t session_id,
                        std::vector<Outgoing>* out) const {
-  wire::ErrorReport r;
-  r.kind = st.kind() == ErrorKind::kOk ? ErrorKind::kInternal : st.kind();
-  r.message = Who() + ": " + st.message();
-  r.has_session = has_session;
-  r.session_id = session_id;
-  out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(r), "", "", has_session,
-                          session_id});
+  const std::optional<uint64_t> session =
+      has_session ? std::optional<uint64_t>(session_id) : std::nullopt;
+  out->push_back(Outgoing{Outgoing::To::kCoordinator,
+                          wire::MarshalMessage(wire::ErrorReport::From(st, Who(), session)), "",
+                          "", has_session, session_id});
 }
 
 void StageHost::Forward(const wire::Message& m, std::vector<Outgoing>* out) const {
@@ -147,7 +145,7 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
   if (!m.is_last && m.next_hop.empty()) return InvalidError("no next hop for a non-last stage");
   LOCKSTEP_ASSIGN_OR_RETURN(stage_, LoadStage(model, spec, kernels_));
   batch_hidden_.assign(max_batch_ * stage_->hidden(), 0.0f);
-  batch_logits_.assign(m.is_last ? max_batch_ * stage_->vocab() : 0, 0.0f);
+  batch_logits_.assign(m.is_last ? max_batch_ * stage_->vocab() : 0, 0.0f);  // >= 1 row
   batch_inputs_.reserve(max_batch_);
   batch_items_.reserve(max_batch_);
   // `model` (and its mmap of the whole file) goes away here: only this
@@ -255,13 +253,13 @@ Status StageHost::AcceptHidden(const wire::HiddenFrame& m, Input* in) {
 Status StageHost::OnTokens(const wire::TokenInput& m, std::vector<Outgoing>* out) {
   Input in;
   LOCKSTEP_RETURN_IF_ERROR(AcceptTokens(m, &in));
-  return ForwardAndEmit(*in.session, in.session_id, in.step, in.first_pos, in.n, out);
+  return ForwardAndEmit(in, out);
 }
 
 Status StageHost::OnHidden(const wire::HiddenFrame& m, std::vector<Outgoing>* out) {
   Input in;
   LOCKSTEP_RETURN_IF_ERROR(AcceptHidden(m, &in));
-  return ForwardAndEmit(*in.session, in.session_id, in.step, in.first_pos, in.n, out);
+  return ForwardAndEmit(in, out);
 }
 
 bool StageHost::IsDecodeStep(const wire::Message& m) const {
@@ -276,22 +274,63 @@ bool StageHost::IsDecodeStep(const wire::Message& m) const {
   return false;
 }
 
-void StageHost::HandleDecodeBatch(std::span<const wire::Message* const> messages,
-                                  std::vector<Outgoing>* out) {
-  bool distinct = true;  // ForwardBatch needs one cache per row
-  for (size_t i = 0; i < messages.size() && distinct; ++i) {
-    for (size_t j = 0; j < i && distinct; ++j) {
+bool StageHost::DistinctSessions(std::span<const wire::Message* const> messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
       bool has = false;
-      distinct = SessionOf(*messages[i], &has) != SessionOf(*messages[j], &has);
+      if (SessionOf(*messages[i], &has) == SessionOf(*messages[j], &has)) return false;
     }
   }
-  if (messages.size() <= 1 || messages.size() > max_batch_ || !stage_ || !distinct) {
+  return true;
+}
+
+void StageHost::HandleDecodeBatch(std::span<const wire::Message* const> messages,
+                                  std::vector<Outgoing>* out) {
+  // ForwardBatch needs one cache per row.
+  if (messages.size() <= 1 || messages.size() > max_batch_ || !stage_ ||
+      !DistinctSessions(messages)) {
     for (const wire::Message* m : messages) Handle(*m, out);
     return;
   }
+  AcceptBatch(messages, out);
+  const size_t rows = batch_inputs_.size();
+  if (rows == 0) return;
   const size_t h = stage_->hidden();
-  // Validate each exactly as Handle would; a refused step fails only its
-  // own session, in its place in the order.
+  batch_items_.clear();
+  for (size_t i = 0; i < rows; ++i) {
+    batch_items_.push_back(Stage::BatchItem{
+        std::span<float>(batch_hidden_.data() + i * h, h),
+        static_cast<int64_t>(batch_inputs_[i].first_pos), &batch_inputs_[i].session->cache});
+  }
+  const Status st = stage_->ForwardBatch(batch_items_, scratch_);
+  if (!st.ok()) {
+    for (const Input& in : batch_inputs_) FailSession(in.session_id, st, out);
+    return;
+  }
+  if (rows > 1) {
+    ++batched_steps_;
+    batched_rows_ += rows;
+  }
+  const size_t v = stage_->vocab();
+  if (assign_.is_last) {
+    stage_->LogitsBatch(std::span<const float>(batch_hidden_.data(), rows * h),
+                        std::span<float>(batch_logits_.data(), rows * v), scratch_);
+  }
+  for (size_t i = 0; i < rows; ++i) {
+    if (assign_.is_last) {
+      EmitLogits(batch_inputs_[i], std::span<const float>(batch_logits_.data() + i * v, v), out);
+    } else {
+      EmitHidden(batch_inputs_[i], std::span<const float>(batch_hidden_.data() + i * h, h), out);
+    }
+  }
+}
+
+// Validates each step exactly as Handle would and gathers the accepted rows
+// into batch_hidden_/batch_inputs_; a refused step fails only its own
+// session, in its place in the order.
+void StageHost::AcceptBatch(std::span<const wire::Message* const> messages,
+                            std::vector<Outgoing>* out) {
+  const size_t h = stage_->hidden();
   batch_inputs_.clear();
   for (const wire::Message* m : messages) {
     Input in;
@@ -308,72 +347,47 @@ void StageHost::HandleDecodeBatch(std::span<const wire::Message* const> messages
     }
     if (!st.ok()) {
       bool has = false;
-      const uint64_t session = SessionOf(*m, &has);
-      FailSession(session, st, out);
+      FailSession(SessionOf(*m, &has), st, out);
       continue;
     }
     std::copy(hidden_.begin(), hidden_.end(), batch_hidden_.begin() + batch_inputs_.size() * h);
     batch_inputs_.push_back(in);
   }
-  const size_t rows = batch_inputs_.size();
-  if (rows == 0) return;
-  batch_items_.clear();
-  for (size_t i = 0; i < rows; ++i) {
-    batch_items_.push_back(Stage::BatchItem{
-        std::span<float>(batch_hidden_.data() + i * h, h),
-        static_cast<int64_t>(batch_inputs_[i].first_pos), &batch_inputs_[i].session->cache});
-  }
-  const Status st = stage_->ForwardBatch(batch_items_, scratch_);
-  if (!st.ok()) {
-    for (const Input& in : batch_inputs_) FailSession(in.session_id, st, out);
-    return;
-  }
-  if (rows > 1) {
-    ++batched_steps_;
-    batched_rows_ += rows;
-  }
-  if (assign_.is_last) {
-    const size_t v = stage_->vocab();
-    stage_->LogitsBatch(std::span<const float>(batch_hidden_.data(), rows * h),
-                        std::span<float>(batch_logits_.data(), rows * v), scratch_);
-    for (size_t i = 0; i < rows; ++i) {
-      const Input& in = batch_inputs_[i];
-      wire::Logits logits{in.session_id, in.step, static_cast<uint32_t>(v), {}};
-      logits.payload.assign(batch_logits_.begin() + i * v, batch_logits_.begin() + (i + 1) * v);
-      out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(logits), "", "",
-                              true, in.session_id});
-    }
-    return;
-  }
-  for (size_t i = 0; i < rows; ++i) {
-    const Input& in = batch_inputs_[i];
-    wire::HiddenFrame frame{in.session_id, in.step, in.first_pos, 1u, static_cast<uint32_t>(h),
-                            assign_.layer_hi,
-                            std::vector<float>(batch_hidden_.begin() + i * h,
-                                               batch_hidden_.begin() + (i + 1) * h)};
-    out->push_back(Outgoing{Outgoing::To::kNextStage, wire::MarshalHidden(frame), "", "", true,
-                            in.session_id});
-  }
 }
 
-Status StageHost::ForwardAndEmit(Session& s, uint64_t session_id, uint32_t step,
-                                 uint32_t first_pos, size_t n, std::vector<Outgoing>* out) {
-  LOCKSTEP_RETURN_IF_ERROR(stage_->Forward(hidden_, first_pos, s.cache, scratch_));
-  const size_t h = stage_->hidden();
-  if (assign_.is_last) {
-    wire::Logits logits{session_id, step, static_cast<uint32_t>(stage_->vocab()), {}};
-    logits.payload.resize(stage_->vocab());
-    stage_->Logits(std::span<const float>(hidden_.data() + (n - 1) * h, h), logits.payload,
-                   scratch_);
-    out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(logits), "", "",
-                            true, session_id});
+Status StageHost::ForwardAndEmit(const Input& in, std::vector<Outgoing>* out) {
+  LOCKSTEP_RETURN_IF_ERROR(stage_->Forward(hidden_, in.first_pos, in.session->cache, scratch_));
+  if (!assign_.is_last) {
+    EmitHidden(in, hidden_, out);
     return Status::Ok();
   }
-  wire::HiddenFrame frame{session_id, step,           first_pos, static_cast<uint32_t>(n),
-                          static_cast<uint32_t>(h), assign_.layer_hi, hidden_};
-  out->push_back(
-      Outgoing{Outgoing::To::kNextStage, wire::MarshalHidden(frame), "", "", true, session_id});
+  const size_t h = stage_->hidden(), v = stage_->vocab();
+  const std::span<float> logits(batch_logits_.data(), v);
+  stage_->Logits(std::span<const float>(hidden_.data() + (in.n - 1) * h, h), logits, scratch_);
+  EmitLogits(in, logits, out);
   return Status::Ok();
+}
+
+void StageHost::EmitLogits(const Input& in, std::span<const float> logits,
+                           std::vector<Outgoing>* out) const {
+  wire::Logits msg{in.session_id, in.step, static_cast<uint32_t>(logits.size()),
+                   std::vector<float>(logits.begin(), logits.end())};
+  out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(msg), "", "", true,
+                          in.session_id});
+}
+
+void StageHost::EmitHidden(const Input& in, std::span<const float> rows,
+                           std::vector<Outgoing>* out) const {
+  const size_t h = stage_->hidden();
+  wire::HiddenFrame frame{in.session_id,
+                          in.step,
+                          in.first_pos,
+                          static_cast<uint32_t>(rows.size() / h),
+                          static_cast<uint32_t>(h),
+                          assign_.layer_hi,
+                          std::vector<float>(rows.begin(), rows.end())};
+  out->push_back(
+      Outgoing{Outgoing::To::kNextStage, wire::MarshalHidden(frame), "", "", true, in.session_id});
 }
 
 }  // namespace lockstep

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -117,8 +118,15 @@ class StageHost {
   // The session, or an error if it is unknown or failed.
   Result<Session*> Find(uint64_t session_id);
   // Runs the stage's layers over hidden_ and emits the hidden frame or logits.
-  Status ForwardAndEmit(Session& s, uint64_t session_id, uint32_t step, uint32_t first_pos,
-                        size_t n, std::vector<Outgoing>* out);
+  Status ForwardAndEmit(const Input& in, std::vector<Outgoing>* out);
+  static bool DistinctSessions(std::span<const wire::Message* const> messages);
+  void AcceptBatch(std::span<const wire::Message* const> messages, std::vector<Outgoing>* out);
+  // What a step sends on: its logits to the coordinator (last stage), or
+  // its rows [n][hidden] to the next stage.
+  void EmitLogits(const Input& in, std::span<const float> logits,
+                  std::vector<Outgoing>* out) const;
+  void EmitHidden(const Input& in, std::span<const float> rows,
+                  std::vector<Outgoing>* out) const;
   Status CheckPosition(const Session& s, uint32_t first_position) const;
   void Forward(const wire::Message& message, std::vector<Outgoing>* out) const;
   void Report(const Status& st, bool has_session, uint64_t session_id,

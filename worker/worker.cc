@@ -6,7 +6,6 @@
 
 #include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
-#include "wire/envelope.h"
 
 namespace lockstep {
 namespace {
@@ -76,63 +75,72 @@ void Worker::ComputeMain(std::promise<Status>* pinned) {
     host.set_observe_hidden_for_testing(options_.observe_hidden_for_testing);
   }
   host.set_max_batch(options_.max_batch);
-  std::vector<Outgoing> out;
-  std::vector<Work> works;
-  works.reserve(host.max_batch() + 1);
-  std::vector<const wire::Message*> batch;  // decode steps of distinct sessions
-  batch.reserve(host.max_batch());
-  const auto publish = [&] {
-    session_count_.store(host.session_count());
-    batched_steps_.store(host.batched_steps());
-    batched_rows_.store(host.batched_rows());
-    for (Outgoing& o : out) outbox_.Push(std::move(o));
-    out.clear();
-  };
-  const auto flush = [&] {
-    if (batch.empty()) return;
-    host.HandleDecodeBatch(batch, &out);
-    batch.clear();
-    publish();
-  };
+  Compute c{host, {}, {}, {}};
+  c.works.reserve(host.max_batch() + 1);
+  c.batch.reserve(host.max_batch());
   for (;;) {
     std::optional<Work> first = inbox_.PopWait(milliseconds(500));
     if (!first) continue;
-    Gather(std::move(*first), host, &works);
+    Gather(std::move(*first), host, &c.works);
     // In arrival order; only a run of decode steps of distinct sessions is
     // merged, so no two messages of one session change order and a pending
     // batch is always applied before anything else.
-    for (Work& work : works) {
-      if (work.kind == Work::Kind::kMessage && host.IsDecodeStep(work.message)) {
-        bool has = false;
-        const uint64_t session = StageHost::SessionOf(work.message, &has);
-        const bool repeat = std::any_of(batch.begin(), batch.end(), [&](const wire::Message* m) {
-          return StageHost::SessionOf(*m, &has) == session;
-        });
-        if (repeat || batch.size() >= host.max_batch()) flush();
-        batch.push_back(&work.message);
-        continue;
-      }
-      flush();
-      if (work.kind == Work::Kind::kStop) {
-        if (host.batched_steps() > 0) {
-          Log("ran " + std::to_string(host.batched_steps()) + " batched decode pass(es) over " +
-              std::to_string(host.batched_rows()) + " rows");
-        }
-        return;
-      }
-      if (work.kind == Work::Kind::kFail) {
-        host.FailSession(work.session_id, work.failure, &out);
-      } else if (work.kind == Work::Kind::kDropSessions) {
-        Log("the coordinator is gone; dropping " + std::to_string(host.session_count()) +
-            " session(s)");
-        host.DropSessions();
-      } else {
-        host.Handle(work.message, &out);
-      }
-      publish();
+    for (Work& work : c.works) {
+      if (!Apply(c, work)) return;
     }
-    flush();
+    FlushBatch(c);
   }
+}
+
+bool Worker::Apply(Compute& c, Work& work) {
+  StageHost& host = c.host;
+  if (work.kind == Work::Kind::kMessage && host.IsDecodeStep(work.message)) {
+    bool has = false;
+    const uint64_t session = StageHost::SessionOf(work.message, &has);
+    const bool repeat = std::any_of(c.batch.begin(), c.batch.end(), [&](const wire::Message* m) {
+      return StageHost::SessionOf(*m, &has) == session;
+    });
+    if (repeat || c.batch.size() >= host.max_batch()) FlushBatch(c);
+    c.batch.push_back(&work.message);
+    return true;
+  }
+  FlushBatch(c);
+  switch (work.kind) {
+    case Work::Kind::kStop:
+      if (host.batched_steps() > 0) {
+        Log("ran " + std::to_string(host.batched_steps()) + " batched decode pass(es) over " +
+            std::to_string(host.batched_rows()) + " rows");
+      }
+      return false;
+    case Work::Kind::kFail:
+      host.FailSession(work.session_id, work.failure, &c.out);
+      break;
+    case Work::Kind::kDropSessions:
+      Log("the coordinator is gone; dropping " + std::to_string(host.session_count()) +
+          " session(s)");
+      host.DropSessions();
+      break;
+    case Work::Kind::kMessage:
+      host.Handle(work.message, &c.out);
+      break;
+  }
+  Publish(c);
+  return true;
+}
+
+void Worker::FlushBatch(Compute& c) {
+  if (c.batch.empty()) return;
+  c.host.HandleDecodeBatch(c.batch, &c.out);
+  c.batch.clear();
+  Publish(c);
+}
+
+void Worker::Publish(Compute& c) {
+  session_count_.store(c.host.session_count());
+  batched_steps_.store(c.host.batched_steps());
+  batched_rows_.store(c.host.batched_rows());
+  for (Outgoing& o : c.out) outbox_.Push(std::move(o));
+  c.out.clear();
 }
 
 void Worker::Gather(Work first, const StageHost& host, std::vector<Work>* works) {
@@ -229,20 +237,17 @@ void Worker::OnIncoming(const wire::Incoming& in) {
 // fail its session when the envelope still names one.
 void Worker::OnUnparsable(const wire::Incoming& in, const Status& st) {
   const Status named = st.WithContext("frame from peer '" + in.peer + "'");
-  Result<wire::ParsedEnvelope> env = wire::ParseEnvelope(in.bytes());
-  if (env.ok() && env->which() == wire::schema::Envelope::HIDDEN) {
-    const uint64_t session = env->root().getHidden().getSessionId();
-    inbox_.Push(Work{Work::Kind::kFail, {}, session, named});
+  if (std::optional<uint64_t> session = wire::SessionOfRefusedFrame(in.bytes())) {
+    inbox_.Push(Work{Work::Kind::kFail, {}, *session, named});
     return;
   }
-  ReportToCoordinator(named, false, 0);
+  ReportToCoordinator(named, std::nullopt);
 }
 
-void Worker::ReportToCoordinator(const Status& st, bool has_session, uint64_t session_id) {
+void Worker::ReportToCoordinator(const Status& st, std::optional<uint64_t> session) {
   Log(st.ToString());
   if (coordinator_peer_.empty()) return;
-  wire::ErrorReport r{st.kind() == ErrorKind::kOk ? ErrorKind::kInternal : st.kind(),
-                      options_.name + ": " + st.message(), has_session, session_id};
+  const wire::ErrorReport r = wire::ErrorReport::From(st, options_.name, session);
   const Status sent = server_.Send(coordinator_peer_, wire::MarshalMessage(r));
   if (!sent.ok()) Log("cannot report to the coordinator: " + sent.ToString());
 }
@@ -278,7 +283,9 @@ void Worker::Deliver(Outgoing& o) {
       }
       break;
   }
-  if (!st.ok()) ReportToCoordinator(st, o.has_session, o.session_id);
+  if (!st.ok()) {
+    ReportToCoordinator(st, o.has_session ? std::optional<uint64_t>(o.session_id) : std::nullopt);
+  }
 }
 
 }  // namespace lockstep

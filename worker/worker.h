@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -33,7 +34,7 @@
 #include "engine/ops/kernels.h"
 #include "wire/messages.h"
 #include "wire/transport.h"
-#include "worker/mailbox.h"
+#include "base/mailbox.h"
 #include "worker/stage_host.h"
 
 namespace lockstep {
@@ -94,7 +95,21 @@ class Worker {
   };
 
   Worker(zmq::context_t& context, WorkerOptions options, wire::Server server);
+  // The compute thread's state: its StageHost, what it has to send, the
+  // works taken off the inbox and the decode steps waiting to batch.
+  struct Compute {
+    StageHost& host;
+    std::vector<Outgoing> out;
+    std::vector<Work> works;
+    std::vector<const wire::Message*> batch;  // decode steps of distinct sessions
+  };
+
   void ComputeMain(std::promise<Status>* pinned);
+  // Applies one work (a decode step joins the batch); false on kStop.
+  bool Apply(Compute& c, Work& work);
+  void FlushBatch(Compute& c);
+  // Hands the compute results and counters to the I/O thread.
+  void Publish(Compute& c);
   // Takes `first` and whatever decode steps can batch with it off the inbox.
   void Gather(Work first, const StageHost& host, std::vector<Work>* works);
   void ServeLoop();
@@ -102,7 +117,7 @@ class Worker {
   void CheckCoordinator();
   void OnUnparsable(const wire::Incoming& in, const Status& st);
   void Deliver(Outgoing& o);
-  void ReportToCoordinator(const Status& st, bool has_session, uint64_t session_id);
+  void ReportToCoordinator(const Status& st, std::optional<uint64_t> session);
   void Log(const std::string& line) const;
 
   zmq::context_t& context_;
