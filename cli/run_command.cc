@@ -48,6 +48,11 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   run->add_flag("--compare-monolithic", o.compare_monolithic,
                 "Also run monolithically; fail unless every digest is equal");
   AddReceiptOptions(run, o);
+  run->add_option("--temperature", o.sampling.temperature,
+                  "0 = greedy (default); > 0 samples as docs/sampling.md defines");
+  run->add_option("--top-k", o.sampling.top_k, "Sample among the K likeliest (0 = all)");
+  run->add_option("--top-p", o.sampling.top_p, "Sample within cumulative probability P");
+  run->add_option("--seed", o.sampling.seed, "Sampling seed");
   run->add_option("--isa", compute_options.isa, "Kernels: scalar|avx2|avx512|neon|auto")
       ->default_val("auto");
   run->add_option("--threads", compute_options.threads, "Compute threads (including the caller)")
@@ -99,6 +104,7 @@ Result<DecodeRequest> BuildRequest(const RunOptions& o, int max_position_embeddi
   DecodeRequest req;
   req.gen = o.gen;
   req.max_positions = MaxPositions(Limits{}, max_position_embeddings);
+  req.sampling = o.sampling;
   if (o.ids) {
     LOCKSTEP_ASSIGN_OR_RETURN(req.prompt, ParseIdList(*o.ids));
   } else if (o.prompt) {

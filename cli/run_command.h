@@ -27,6 +27,7 @@ struct RunOptions {
   bool compare_monolithic = false;
   std::string receipt_path;  // --receipt FILE: also write the receipt there
   std::string sign_key;      // --sign-key KEY: sign the receipt with this identity
+  SamplingParams sampling;   // --temperature/--top-k/--top-p/--seed; default greedy
 };
 
 // Registers --receipt and --sign-key on a decoding subcommand.

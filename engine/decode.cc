@@ -4,7 +4,6 @@
 #include <bit>
 #include <charconv>
 
-#include "engine/ops/kernels.h"
 
 namespace lockstep {
 namespace {
@@ -52,6 +51,7 @@ Result<EvictSpec> ParseEvictSpec(const std::string& text) {
 
 Status ValidateDecodeRequest(const DecodeRequest& req) {
   if (req.prompt.empty()) return InvalidError("the prompt has no tokens");
+  LOCKSTEP_RETURN_IF_ERROR(ValidateSamplingParams(req.sampling));
   for (const EvictSpec& e : req.evictions) {
     if (e.step >= req.gen) {
       return InvalidError("--evict at step " + std::to_string(e.step) +
@@ -95,9 +95,10 @@ Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,
   out.prompt = req.prompt;
   WitnessChain chain(seed, req.prompt);
   std::vector<float> logits;
+  SamplingScratch sampling;
   if (req.gen > 0) LOCKSTEP_RETURN_IF_ERROR(backend.Feed(req.prompt, &logits));
   for (uint32_t step = 0; step < req.gen; ++step) {
-    const uint32_t token = ops::ArgmaxFirst(logits.data(), logits.size());  // §11.2
+    const uint32_t token = ChooseToken(logits, req.sampling, step, &sampling);  // §11.2
     chain.AddStep(logits, token);                                           // §12.1 item 7
     out.logits_sha256.push_back(LogitsSha256(logits));
     out.generated.push_back(token);

@@ -4,7 +4,7 @@
 // computed by the same code from the logits the backend returns.
 //
 // Protocol: prefill the prompt; step s's logits are folded into the chain
-// with the token argmax chose; evictions scheduled at step s are applied
+// with the token ChooseToken chose (greedy argmax by default); evictions scheduled at step s are applied
 // after its token is chosen; the token is then fed at the next position
 // (the cache length). EOS is not checked. Exactly `gen` steps run.
 #pragma once
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/sampling.h"
 #include "engine/witness.h"
 
 namespace lockstep {
@@ -46,6 +47,7 @@ struct DecodeRequest {
   // max_position_embeddings). A request whose cache would grow past it is
   // refused before any token is fed. 0: no bound known to the caller.
   uint32_t max_positions = 0;
+  SamplingParams sampling;          // default: greedy
 };
 
 struct DecodeResult {
@@ -59,7 +61,7 @@ struct DecodeResult {
 };
 
 // Checks a request (non-empty prompt, eviction steps < gen, the largest
-// cache length it reaches, evictions included, <= max_positions).
+// cache length it reaches, evictions included, <= max_positions, sampling).
 Status ValidateDecodeRequest(const DecodeRequest& req);
 
 Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,

@@ -15,7 +15,7 @@ PACKAGES=(
   libicu-dev
   libcli11-dev
   libspdlog-dev libfmt-dev
-  iproute2 debootstrap python3
+  iproute2 debootstrap python3 python3-requests python3-prometheus-client
 )
 
 SUDO=""
