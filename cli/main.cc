@@ -9,6 +9,7 @@
 #include "cli/run_command.h"
 #include "cli/selftest_command.h"
 #include "cli/verify_command.h"
+#include "cli/serve_command.h"
 #include "cli/worker_command.h"
 #include "engine/ops/fp_env.h"
 
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   cli::CoordinatorCommandOptions coordinator_opts;
   cli::KeygenOptions keygen_opts;
   cli::VerifyOptions verify_opts;
+  cli::ServeCommandOptions serve_opts;
   CLI::App* run = cli::AddRunCommand(app, run_opts);
   CLI::App* selftest = cli::AddSelftestCommand(app);
   CLI::App* make = cli::AddMakeModelCommand(app, make_opts);
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
   CLI::App* coordinator = cli::AddCoordinatorCommand(app, coordinator_opts);
   CLI::App* keygen = cli::AddKeygenCommand(app, keygen_opts);
   CLI::App* verify = cli::AddVerifyCommand(app, verify_opts);
+  CLI::App* serve = cli::AddServeCommand(app, serve_opts);
   CLI11_PARSE(app, argc, argv);
 
   // §1.3: before any decode arithmetic, in this (the computing) thread.
@@ -46,5 +49,6 @@ int main(int argc, char** argv) {
   if (verify->parsed()) return cli::RunVerifyCommand(verify_opts);
   if (keygen->parsed()) return cli::RunKeygenCommand(keygen_opts);
   if (coordinator->parsed()) return cli::RunCoordinatorCommand(coordinator_opts);
+  if (serve->parsed()) return cli::RunServeCommand(serve_opts);
   return 1;
 }

@@ -57,7 +57,7 @@ TEST_P(DecodeTest, TwoRunsInOneProcessAgree) {
   auto model = OpenModelDir(dir_, ModelPins{});
   ASSERT_TRUE(model.ok());
   auto stage = LoadWhole(*model);
-  DecodeRequest req{{1, 2, 3}, 8, {}};
+  DecodeRequest req{{1, 2, 3}, 8, {}, {}};
   LocalBackend a(*stage), b(*stage);
   auto ra = RunDecode(a, req, model->Seed());
   auto rb = RunDecode(b, req, model->Seed());

@@ -1,0 +1,71 @@
+#include "cli/serve_command.h"
+
+#include <charconv>
+#include <iostream>
+
+namespace lockstep::cli {
+namespace {
+
+Status ParseListen(const std::string& text, server::HttpOptions* http) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidError("--listen expects HOST:PORT, got '" + text + "'");
+  }
+  unsigned port = 0;
+  const std::string_view p = std::string_view(text).substr(colon + 1);
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+  if (ec != std::errc() || end != p.data() + p.size() || port > 65535) {
+    return InvalidError("--listen: port '" + std::string(p) + "' is not in 0..65535");
+  }
+  http->host = text.substr(0, colon);
+  http->port = static_cast<uint16_t>(port);
+  return Status::Ok();
+}
+
+}  // namespace
+
+CLI::App* AddServeCommand(CLI::App& app, ServeCommandOptions& o) {
+  CLI::App* c = app.add_subcommand("serve", "OpenAI-compatible HTTP API with receipts");
+  server::ServeOptions& s = o.serve;
+  c->add_option("--model", s.model_dir, "Model folder")->required();
+  c->add_option("--model-name", s.model_name, "Model id clients send (default: folder name)");
+  c->add_option("--listen", o.listen, "HOST:PORT (port 0: any free port)")->default_val(o.listen);
+  c->add_option("--threads", s.threads, "Compute threads (including the scheduler)")->default_val(1);
+  c->add_option("--isa", s.isa, "Kernels: scalar|avx2|avx512|neon|auto")->default_val("auto");
+  c->add_option("--max-sessions", s.scheduler.max_sessions, "Concurrent sessions before 429")
+      ->default_val(s.scheduler.max_sessions);
+  c->add_option("--kv-budget-mib", o.kv_budget_mib, "KV bytes reserved by sessions before 429")
+      ->default_val(o.kv_budget_mib);
+  c->add_option("--prefix-cache-mib", o.prefix_cache_mib, "Prefix cache budget (0 = off)")
+      ->default_val(o.prefix_cache_mib);
+  c->add_option("--prefill-chunk", s.scheduler.prefill_chunk, "Prompt tokens prefilled per step")
+      ->default_val(s.scheduler.prefill_chunk)->check(CLI::Range(1, 1 << 20));
+  c->add_option("--max-body-bytes", s.http.max_body_bytes, "Larger request bodies get 413")
+      ->default_val(s.http.max_body_bytes);
+  c->add_option("--max-connections", s.http.max_connections, "Open connections before 429")
+      ->default_val(s.http.max_connections);
+  c->add_option("--shutdown-grace-ms", s.shutdown_grace_ms,
+                "On SIGTERM, let in-flight requests finish this long, then cancel them")
+      ->default_val(s.shutdown_grace_ms);
+  return c;
+}
+
+int RunServeCommand(ServeCommandOptions& o) {
+  Status st = ParseListen(o.listen, &o.serve.http);
+  if (st.ok() && (o.kv_budget_mib <= 0 || o.prefix_cache_mib < 0)) {
+    st = InvalidError("--kv-budget-mib must be > 0 and --prefix-cache-mib >= 0");
+  }
+  if (st.ok()) {
+    o.serve.scheduler.kv_budget_bytes = static_cast<uint64_t>(o.kv_budget_mib * 1048576.0);
+    o.serve.scheduler.prefix_budget_bytes = static_cast<uint64_t>(o.prefix_cache_mib * 1048576.0);
+    st = server::RunServer(o.serve);
+  }
+  if (!st.ok()) {
+    std::cerr << "lockstep serve: " << st.ToString() << "\n";
+    return 1;
+  }
+  std::cout << "lockstep serve: stopped" << std::endl;
+  return 0;
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,40 @@
+// The chat template of a model folder (tokenizer_config.json's
+// "chat_template"), rendered without a Jinja engine: only the ChatML
+// family that SmolLM2 and Qwen2 use is recognised —
+//   [<|im_start|>system\nDEFAULT<|im_end|>\n  when the first message is not
+//    a system message and the template has such a default]
+//   <|im_start|>ROLE\nCONTENT<|im_end|>\n   for every message
+//   <|im_start|>assistant\n                 (the generation prompt)
+// Any other template is refused with an error naming it, never guessed.
+// Immutable after load; thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace lockstep::server {
+
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+class ChatTemplate {
+ public:
+  // Recognises `jinja` (the template text). Unimplemented names it otherwise.
+  static Result<ChatTemplate> FromJinja(const std::string& jinja);
+  // Reads DIR/tokenizer_config.json; NotFound if absent or without a template.
+  static Result<ChatTemplate> FromModelDir(const std::string& dir);
+
+  std::string Render(const std::vector<ChatMessage>& messages) const;
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_ = "chatml";
+  std::optional<std::string> default_system_;
+};
+
+}  // namespace lockstep::server

@@ -1,0 +1,308 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "engine/ops/fp_env.h"
+
+namespace lockstep::server {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The two runs of a determinism_check request: [0] answers, [1] shadows.
+struct TwinPair {
+  std::optional<Finish> finish[2];
+};
+
+bool SameRun(const Finish& a, const Finish& b) {
+  return a.reason == b.reason && a.result.generated == b.result.generated &&
+         a.result.cis2_ref == b.result.cis2_ref && a.result.argmax_digest == b.result.argmax_digest;
+}
+
+}  // namespace
+
+struct Scheduler::Session {
+  GenerationSpec spec;
+  std::shared_ptr<GenerationStream> stream;
+  bool twin = false;  // the shadow run of a determinism check: never visible
+  std::shared_ptr<TwinPair> pair;
+  uint64_t reserved_bytes = 0;
+  Clock::time_point submitted, last_token;
+
+  std::optional<KvCache> cache;
+  std::optional<WitnessChain> chain;
+  size_t fed = 0;  // prompt tokens in the cache
+  uint32_t prefix_reused = 0;
+  std::vector<uint32_t> generated;
+  uint32_t next_token[1] = {0};
+  std::vector<float> hidden;
+  SamplingScratch sampling;
+  size_t step_tokens = 0;  // tokens fed in the current step
+  bool finished = false;
+};
+
+Scheduler::Scheduler(const Stage& stage, const WitnessSeed& seed, const Tokenizer* tokenizer,
+                     std::vector<uint32_t> eos, SchedulerOptions options, Metrics& metrics)
+    : stage_(stage),
+      seed_(seed),
+      tokenizer_(tokenizer),
+      eos_(std::move(eos)),
+      options_(options),
+      metrics_(metrics),
+      bytes_per_position_(0),
+      prefix_(options.prefix_budget_bytes) {
+  KvCache one = stage.NewCache();
+  one.Append(1, 0);
+  bytes_per_position_ = PrefixCache::BytesOf(one);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Scheduler::~Scheduler() {
+  if (thread_.joinable()) Shutdown(std::chrono::milliseconds(0));
+}
+
+size_t Scheduler::ActiveSessions() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return sessions_;
+}
+
+std::variant<std::shared_ptr<GenerationStream>, ApiError> Scheduler::Submit(GenerationSpec spec) {
+  const size_t runs = spec.determinism_check ? 2 : 1;
+  const uint64_t need =
+      (spec.prompt.size() + spec.max_tokens) * bytes_per_position_ * static_cast<uint64_t>(runs);
+  auto stream = std::make_shared<GenerationStream>();
+  std::vector<std::unique_ptr<Session>> made;
+  auto pair = runs == 2 ? std::make_shared<TwinPair>() : nullptr;
+  for (size_t r = 0; r < runs; ++r) {
+    auto s = std::make_unique<Session>();
+    s->spec = spec;
+    s->stream = stream;
+    s->twin = r == 1;
+    s->pair = pair;
+    s->reserved_bytes = need / runs;
+    s->submitted = Clock::now();
+    made.push_back(std::move(s));
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_) {
+      ApiError e;
+      e.status = 503;
+      e.type = "unavailable_error";
+      e.code = "shutting_down";
+      e.message = "the server is shutting down";
+      return e;
+    }
+    if (sessions_ + runs > options_.max_sessions) {
+      return Overloaded("too many sessions: " + std::to_string(sessions_) + " of max_sessions " +
+                            std::to_string(options_.max_sessions) + " are in use",
+                        "max_sessions");
+    }
+    if (reserved_bytes_ + need > options_.kv_budget_bytes) {
+      return Overloaded("KV memory budget exceeded: this request needs " + std::to_string(need) +
+                            " bytes, " + std::to_string(options_.kv_budget_bytes - reserved_bytes_) +
+                            " of kv_budget " + std::to_string(options_.kv_budget_bytes) +
+                            " are free",
+                        "kv_budget");
+    }
+    sessions_ += runs;
+    reserved_bytes_ += need;
+    for (auto& s : made) queued_.push_back(std::move(s));
+  }
+  cv_.notify_all();
+  return stream;
+}
+
+void Scheduler::Shutdown(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!stopping_) {
+      stopping_ = true;
+      deadline_ = Clock::now() + grace;
+    }
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::Loop() {
+  if (Status pin = ops::PinFpEnvironment(); !pin.ok()) {
+    std::cerr << "lockstep serve: " << pin.ToString() << "\n";
+    std::abort();  // §1.3: never decode unpinned
+  }
+  for (;;) {
+    std::deque<std::unique_ptr<Session>> fresh;
+    bool cancel_all = false;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return !queued_.empty() || !active_.empty() || stopping_; });
+      if (stopping_ && queued_.empty() && active_.empty()) break;
+      fresh.swap(queued_);
+      cancel_all = stopping_ && Clock::now() >= deadline_;
+    }
+    for (auto& s : fresh) Admit(std::move(s));
+    for (auto& s : active_) {
+      if (cancel_all || s->stream->cancelled()) Retire(*s, "cancelled", "");
+    }
+    std::erase_if(active_, [](const auto& s) { return s->finished; });
+    if (!active_.empty()) Step();
+    std::erase_if(active_, [](const auto& s) { return s->finished; });
+    size_t waiting = 0;
+    for (const auto& s : active_) waiting += s->fed == 0 ? 1 : 0;
+    metrics_.SetQueue(waiting, active_.size());
+  }
+  metrics_.SetQueue(0, 0);
+}
+
+void Scheduler::Admit(std::unique_ptr<Session> s) {
+  const GenerationSpec& spec = s->spec;
+  s->chain.emplace(seed_, spec.prompt);
+  const int window_key = spec.window.value_or(-1);
+  std::optional<KvCache> hit;
+  if (!s->twin) {
+    hit = prefix_.Lookup(window_key, spec.prompt, spec.prompt.size() - 1, options_.min_prefix_tokens);
+    metrics_.PrefixLookup(hit.has_value(), hit ? hit->size() : 0);
+  }
+  if (hit) {
+    s->fed = hit->size();
+    s->prefix_reused = static_cast<uint32_t>(hit->size());
+    s->cache = std::move(hit);
+  } else {
+    s->cache = stage_.NewCache();
+    if (spec.window) {
+      for (int l = s->cache->lo(); l < s->cache->hi(); ++l) {
+        if (Status st = s->cache->SetWindow(l, *spec.window); !st.ok()) {
+          active_.push_back(std::move(s));
+          Retire(*active_.back(), "error", st.ToString());
+          return;
+        }
+      }
+    }
+  }
+  s->cache->Reserve(spec.prompt.size() + spec.max_tokens);
+  active_.push_back(std::move(s));
+}
+
+void Scheduler::Step() {
+  std::vector<Stage::BatchItem> items;
+  std::vector<Session*> batch;
+  size_t budget = options_.prefill_chunk;
+  for (auto& sp : active_) {
+    Session& s = *sp;
+    std::span<const uint32_t> tokens;
+    if (s.fed < s.spec.prompt.size()) {
+      if (budget == 0) continue;
+      const size_t n = std::min(budget, s.spec.prompt.size() - s.fed);
+      budget -= n;
+      tokens = std::span<const uint32_t>(s.spec.prompt).subspan(s.fed, n);
+    } else {
+      tokens = s.next_token;
+    }
+    if (Status st = stage_.Embed(tokens, &s.hidden); !st.ok()) {
+      Retire(s, "error", st.ToString());
+      continue;
+    }
+    s.step_tokens = tokens.size();
+    items.push_back({s.hidden, static_cast<int64_t>(s.cache->size()), &*s.cache});
+    batch.push_back(&s);
+  }
+  if (batch.empty()) return;
+  const auto t0 = Clock::now();
+  if (Status st = stage_.ForwardBatch(items, scratch_); !st.ok()) {
+    for (Session* s : batch) Retire(*s, "error", st.ToString());
+    return;
+  }
+  const size_t h = stage_.hidden(), vocab = stage_.vocab();
+  std::vector<Session*> emitting;
+  rows_.clear();
+  for (Session* s : batch) {
+    const bool prefilling = s->fed < s->spec.prompt.size();
+    if (prefilling) s->fed += s->step_tokens;
+    if (prefilling && s->fed < s->spec.prompt.size()) continue;  // more chunks to come
+    if (prefilling && !s->twin && s->spec.prompt.size() >= options_.min_prefix_tokens) {
+      prefix_.Insert(s->spec.window.value_or(-1), s->spec.prompt, *s->cache);
+      metrics_.SetPrefixBytes(prefix_.bytes());
+    }
+    const float* last = s->hidden.data() + (s->step_tokens - 1) * h;
+    rows_.insert(rows_.end(), last, last + h);
+    emitting.push_back(s);
+  }
+  logits_.resize(emitting.size() * vocab);
+  if (!emitting.empty()) stage_.LogitsBatch(rows_, logits_, scratch_);
+  metrics_.Step(batch.size(), std::chrono::duration<double>(Clock::now() - t0).count());
+  for (size_t i = 0; i < emitting.size(); ++i) {
+    OnLogits(*emitting[i], std::span<const float>(logits_.data() + i * vocab, vocab));
+  }
+}
+
+void Scheduler::OnLogits(Session& s, std::span<const float> logits) {
+  const uint32_t step = static_cast<uint32_t>(s.generated.size());
+  const uint32_t token = ChooseToken(logits, s.spec.sampling, step, &s.sampling);
+  s.chain->AddStep(logits, token);  // §12.1 item 7
+  s.generated.push_back(token);
+  const auto now = Clock::now();
+  if (!s.twin) {
+    const auto since = now - (step == 0 ? s.submitted : s.last_token);
+    const double seconds = std::chrono::duration<double>(since).count();
+    if (step == 0) {
+      metrics_.TimeToFirstToken(seconds);
+    } else {
+      metrics_.InterToken(seconds);
+    }
+    s.stream->PushToken(token);
+  }
+  s.last_token = now;
+  for (const EvictSpec& e : s.spec.evictions) {
+    if (e.step != step) continue;
+    if (Status st = s.cache->Evict(e.from, e.count); !st.ok()) {
+      Retire(s, "error",
+             "evict " + std::to_string(e.from) + ":" + std::to_string(e.count) + "@" +
+                 std::to_string(e.step) + ": " + st.ToString());
+      return;
+    }
+  }
+  if (std::find(eos_.begin(), eos_.end(), token) != eos_.end()) return Retire(s, "stop", "");
+  if (!s.spec.stop.empty() && tokenizer_ != nullptr) {
+    const std::string text = tokenizer_->Decode(s.generated);
+    for (const std::string& stop : s.spec.stop) {
+      if (text.find(stop) != std::string::npos) return Retire(s, "stop", "");
+    }
+  }
+  if (s.generated.size() >= s.spec.max_tokens) return Retire(s, "length", "");
+  s.next_token[0] = token;
+}
+
+void Scheduler::Retire(Session& s, std::string reason, std::string error) {
+  if (s.finished) return;
+  s.finished = true;
+  Finish f;
+  f.reason = std::move(reason);
+  f.error = std::move(error);
+  f.result.prompt = s.spec.prompt;
+  f.result.generated = s.generated;
+  f.result.cis2_ref = s.chain->Finalize();
+  f.result.argmax_digest = ArgmaxDigest(s.spec.prompt, s.generated);
+  f.prefix_reused = s.prefix_reused;
+  s.cache.reset();  // the KV goes now, not when the client reads
+  s.hidden = {};
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    sessions_ -= 1;
+    reserved_bytes_ -= s.reserved_bytes;
+  }
+  if (!s.twin) metrics_.Tokens(s.spec.prompt.size(), s.generated.size());
+  if (!s.pair) {
+    s.stream->Close(std::move(f));
+    return;
+  }
+  s.pair->finish[s.twin ? 1 : 0] = std::move(f);
+  if (s.pair->finish[0] && s.pair->finish[1]) {
+    Finish answer = std::move(*s.pair->finish[0]);
+    answer.determinism_ok = SameRun(answer, *s.pair->finish[1]);
+    s.stream->Close(std::move(answer));
+  }
+}
+
+}  // namespace lockstep::server

@@ -1,0 +1,89 @@
+#include "server/serve.h"
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model_loader.h"
+#include "engine/ops/dispatch.h"
+#include "engine/ops/thread_pool.h"
+#include "server/api.h"
+
+namespace lockstep::server {
+namespace {
+
+// eos_token_id of config.json (an id or a list of ids); none if absent.
+std::vector<uint32_t> ReadEos(const std::string& config_path) {
+  std::ifstream in(config_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  std::vector<uint32_t> eos;
+  if (!j.is_object() || !j.contains("eos_token_id")) return eos;
+  const nlohmann::json& e = j["eos_token_id"];
+  if (e.is_number_unsigned()) eos.push_back(e.get<uint32_t>());
+  if (e.is_array()) {
+    for (const auto& v : e) {
+      if (v.is_number_unsigned()) eos.push_back(v.get<uint32_t>());
+    }
+  }
+  return eos;
+}
+
+std::string BaseName(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const size_t slash = dir.rfind('/');
+  return slash == std::string::npos ? dir : dir.substr(slash + 1);
+}
+
+}  // namespace
+
+Status RunServer(const ServeOptions& o) {
+  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, ModelPins{}));
+  const ops::Kernels* kernels = ops::KernelsByName(o.isa);
+  if (kernels == nullptr) return InvalidError("--isa " + o.isa + " is not available here");
+  LOCKSTEP_ASSIGN_OR_RETURN(auto pool, ops::ThreadPool::Create(o.threads));
+  const StageSpec all{0, model.config.num_layers, true, true};
+  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights weights,
+                            LoadStageWeights(*model.weights, model.config, all,
+                                             WeightFormat::kPackedBf16, pool.get()));
+  Stage stage(model.config, std::move(weights), *kernels, StageOptions{pool.get()});
+
+  std::optional<Tokenizer> tokenizer;
+  if (model.files.has_tokenizer) {
+    LOCKSTEP_ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::FromFile(model.files.tokenizer_path));
+    tokenizer = std::move(t);
+  }
+  ApiContext ctx;
+  Result<ChatTemplate> chat = ChatTemplate::FromModelDir(o.model_dir);
+  if (chat.ok()) {
+    ctx.model.chat_error.clear();
+  } else {
+    ctx.model.chat_error = chat.status().message();
+    std::cerr << "lockstep serve: chat disabled: " << ctx.model.chat_error << "\n";
+  }
+  ctx.model.id = o.model_name.empty() ? BaseName(o.model_dir) : o.model_name;
+  ctx.model.vocab = static_cast<uint32_t>(model.config.vocab_size);
+  ctx.model.max_positions = static_cast<uint32_t>(model.config.max_position_embeddings);
+  ctx.model.tokenizer = tokenizer ? &*tokenizer : nullptr;
+  ctx.model.chat = chat.ok() ? &*chat : nullptr;
+  ctx.eos = ReadEos(model.files.config_path);
+  ctx.seed = model.Seed();
+  ctx.plan = "0:" + std::to_string(model.config.num_layers);
+  ctx.stages = {StageInfo{"in-process", 0, model.config.num_layers}};
+  Metrics metrics;
+  Scheduler scheduler(stage, ctx.seed, ctx.model.tokenizer, ctx.eos, o.scheduler, metrics);
+  ctx.scheduler = &scheduler;
+  ctx.metrics = &metrics;
+  Api api(std::move(ctx));
+  return ServeHttp(
+      o.http, api,
+      [&](uint16_t port) {
+        std::cout << "lockstep serve: listening on " << o.http.host << ":" << port << std::endl;
+      },
+      [&] { scheduler.Shutdown(std::chrono::milliseconds(o.shutdown_grace_ms)); });
+}
+
+}  // namespace lockstep::server

@@ -1,0 +1,30 @@
+// RunServer: `lockstep serve` — opens the model once, keeps its weights
+// loaded, and serves the HTTP API (server/api.h) until SIGTERM/SIGINT,
+// then shuts down gracefully (server/http_server.h) and returns Ok.
+// In-process (monolithic): one Stage over every layer, batched by the
+// Scheduler. Readiness: one line "lockstep serve: listening on HOST:PORT"
+// on stdout once the socket accepts connections.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "server/http_server.h"
+#include "server/scheduler.h"
+
+namespace lockstep::server {
+
+struct ServeOptions {
+  std::string model_dir;
+  std::string model_name;  // "" -> the folder's base name
+  HttpOptions http;
+  size_t threads = 1;
+  std::string isa = "auto";
+  SchedulerOptions scheduler;
+  int shutdown_grace_ms = 10000;
+};
+
+Status RunServer(const ServeOptions& options);
+
+}  // namespace lockstep::server

@@ -1,0 +1,436 @@
+#!/usr/bin/env python3
+"""`lockstep serve` against a real server process on loopback, driven with
+a real HTTP client (requests). The oracle is equality of two paths: every
+answer's tokens and digests must equal the solo `lockstep run` of the same
+request (monolithic, or sharded over 3 workers for sampling).
+
+usage: server_test.py SUITE --lockstep BIN --shared DIR --tmp DIR
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+ARGS = None
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def make_model(path):
+    """A small seeded model; SmolLM2's real tokenizer when the fixtures exist."""
+    if os.path.exists(os.path.join(path, "config.json")):
+        return
+    cmd = [ARGS.lockstep, "make-model", path, "--seed", "5", "--hidden", "64", "--layers", "4",
+           "--heads", "4", "--kv-heads", "2", "--inter", "128"]
+    tok = os.path.join(ARGS.shared, "fixtures/smollm2-135m/tokenizer.json")
+    if os.path.exists(tok):
+        cmd += ["--vocab", "49152", "--tokenizer", tok]
+    else:
+        cmd += ["--vocab", "512"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump({"chat_template": SMOLLM2_TEMPLATE}, f)
+
+
+class Server:
+    def __init__(self, model, *extra):
+        self.proc = subprocess.Popen(
+            [ARGS.lockstep, "serve", "--model", model, "--listen", "127.0.0.1:0"] + list(extra),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            raise RuntimeError("server did not start: %r %s" % (line, self.proc.stderr.read()))
+        self.port = int(line.strip().rsplit(":", 1)[1])
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def post(self, path, body, **kw):
+        return requests.post(self.url + path, json=body, timeout=120, **kw)
+
+    def metrics(self):
+        text = requests.get(self.url + "/metrics", timeout=10).text
+        out = {}
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        return out
+
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def solo(model, ids, gen, extra=()):
+    """The solo `lockstep run` of a request: its JSON report."""
+    out = subprocess.run([ARGS.lockstep, "run", "--model", model, "--ids", ",".join(map(str, ids)),
+                          "--gen", str(gen), "--json"] + list(extra),
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def sampling_flags(body):
+    flags = []
+    for key, flag in (("temperature", "--temperature"), ("top_k", "--top-k"), ("top_p", "--top-p")):
+        if key in body:
+            flags += [flag, str(body[key])]
+    return flags
+
+
+def sse_events(resp):
+    events = []
+    for line in resp.iter_lines(decode_unicode=True):
+        if line.startswith("data: "):
+            events.append(line[6:])
+    return events
+
+
+class ApiTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        os.makedirs(ARGS.tmp, exist_ok=True)
+        cls.model = os.path.join(ARGS.tmp, "model")
+        make_model(cls.model)
+        cls.server = Server(cls.model, "--threads", "1", "--prefix-cache-mib", "64")
+        cls.has_text = os.path.exists(os.path.join(ARGS.shared, "fixtures/smollm2-135m/tokenizer.json"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def assertSameAsSolo(self, body, answer, extra=()):
+        r = answer["receipt"]
+        gen = len(r["generated_token_ids"])
+        flags = list(extra) + sampling_flags(body)
+        if body.get("temperature", 0) > 0:
+            flags += ["--seed", str(answer["seed"])]
+        want = solo(self.model, r["prompt_token_ids"], gen, flags)
+        for key in ("prompt_token_ids", "generated_token_ids", "cis2_ref", "argmax_digest",
+                    "table_digest", "weights_sha256"):
+            self.assertEqual(r[key], want[key], key)
+        return want
+
+    def complete(self, body, path="/v1/completions"):
+        resp = self.server.post(path, body)
+        self.assertEqual(resp.status_code, 200, resp.text)
+        return resp.json()
+
+    def test_completion_by_ids_equals_solo_run(self):
+        body = {"prompt": [5, 17, 3, 99, 4], "max_tokens": 12}
+        a = self.complete(body)
+        self.assertEqual(a["object"], "text_completion")
+        self.assertIn(a["choices"][0]["finish_reason"], ("length", "stop"))
+        self.assertEqual(a["usage"]["prompt_tokens"], 5)
+        self.assertEqual(a["usage"]["completion_tokens"], len(a["receipt"]["generated_token_ids"]))
+        self.assertSameAsSolo(body, a)
+
+    def test_completion_by_text_equals_solo_run(self):
+        if not self.has_text:
+            self.skipTest("needs the SmolLM2 tokenizer fixture")
+        body = {"prompt": "Once upon a time", "max_tokens": 10}
+        a = self.complete(body)
+        want = self.assertSameAsSolo(body, a)
+        out = subprocess.run([ARGS.lockstep, "run", "--model", self.model, "--prompt",
+                              "Once upon a time", "--gen", str(len(want["generated_token_ids"])),
+                              "--json"], check=True, capture_output=True, text=True).stdout
+        self.assertEqual(json.loads(out.strip().splitlines()[-1])["prompt_token_ids"],
+                         a["receipt"]["prompt_token_ids"])
+
+    def test_chat_uses_chatml(self):
+        body = {"messages": [{"role": "user", "content": "Hi there"}], "max_tokens": 6}
+        a = self.complete(body, "/v1/chat/completions")
+        self.assertEqual(a["object"], "chat.completion")
+        self.assertEqual(a["choices"][0]["message"]["role"], "assistant")
+        rendered = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
+                    "Hugging Face<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n"
+                    "<|im_start|>assistant\n")
+        out = subprocess.run([ARGS.lockstep, "run", "--model", self.model, "--prompt", rendered,
+                              "--gen", "1", "--json"], check=True, capture_output=True, text=True).stdout
+        self.assertEqual(a["receipt"]["prompt_token_ids"],
+                         json.loads(out.strip().splitlines()[-1])["prompt_token_ids"])
+        self.assertSameAsSolo(body, a)
+
+    def test_streaming_concatenates_to_the_plain_answer(self):
+        for path, body in (("/v1/completions", {"prompt": [7, 8, 9], "max_tokens": 14}),
+                           ("/v1/chat/completions",
+                            {"messages": [{"role": "user", "content": "Tell me"}], "max_tokens": 9})):
+            plain = self.complete(body, path)
+            resp = self.server.post(path, dict(body, stream=True), stream=True)
+            self.assertEqual(resp.status_code, 200)
+            self.assertTrue(resp.headers["Content-Type"].startswith("text/event-stream"))
+            events = sse_events(resp)
+            self.assertEqual(events[-1], "[DONE]")
+            chunks = [json.loads(e) for e in events[:-1]]
+            if "chat" in path:
+                text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+                want = plain["choices"][0]["message"]["content"]
+            else:
+                text = "".join(c["choices"][0]["text"] for c in chunks)
+                want = plain["choices"][0]["text"]
+            self.assertEqual(text, want)
+            self.assertEqual(chunks[-1]["choices"][0]["finish_reason"],
+                             plain["choices"][0]["finish_reason"])
+            self.assertEqual(chunks[-1]["usage"], plain["usage"])
+            self.assertEqual(chunks[-1]["receipt"]["cis2_ref"], plain["receipt"]["cis2_ref"])
+            for c in chunks[:-1]:
+                self.assertIsNone(c["choices"][0]["finish_reason"])
+
+    def test_seeded_sampling_reproduces_and_matches_sharded_solo_run(self):
+        body = {"prompt": [11, 12, 13, 14], "max_tokens": 12, "temperature": 0.9, "top_k": 50,
+                "top_p": 0.95, "seed": 1234}
+        a = self.complete(body)
+        b = self.complete(body)
+        self.assertEqual(a["receipt"]["generated_token_ids"], b["receipt"]["generated_token_ids"])
+        self.assertEqual(a["seed"], 1234)
+        self.assertSameAsSolo(body, a)
+        self.assertSameAsSolo(body, a, extra=("--workers", "3"))
+        greedy = self.complete({"prompt": [11, 12, 13, 14], "max_tokens": 12})
+        other = self.complete(dict(body, seed=99))
+        self.assertTrue(a["receipt"]["generated_token_ids"] != greedy["receipt"]["generated_token_ids"]
+                        or a["receipt"]["generated_token_ids"] != other["receipt"]["generated_token_ids"])
+        # Without a seed the server picks one and returns it; it reproduces.
+        body.pop("seed")
+        c = self.complete(body)
+        d = self.complete(dict(body, seed=c["seed"]))
+        self.assertEqual(c["receipt"]["generated_token_ids"], d["receipt"]["generated_token_ids"])
+
+    def test_sixteen_concurrent_clients_each_equal_their_solo_run(self):
+        bodies = []
+        for i in range(16):
+            b = {"prompt": [(i * 37 + k * 11) % 400 + 1 for k in range(3 + i % 5)],
+                 "max_tokens": 8 + i % 6}
+            if i % 3 == 0:
+                b.update(temperature=0.7, seed=i, top_k=20)
+            bodies.append(b)
+        results = [None] * 16
+
+        def go(i):
+            results[i] = self.server.post("/v1/completions", bodies[i])
+
+        threads = [threading.Thread(target=go, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i in range(16):
+            self.assertEqual(results[i].status_code, 200, results[i].text)
+            self.assertSameAsSolo(bodies[i], results[i].json())
+        m = self.server.metrics()
+        self.assertGreater(m[("lockstep_batch_rows_bucket", (("le", "+Inf"),))]
+                           - m[("lockstep_batch_rows_bucket", (("le", "1"),))], 0,
+                           "no step advanced more than one session")
+
+    def test_prefix_hit_equals_miss(self):
+        base = [(k * 7) % 300 + 2 for k in range(40)]
+        first = self.complete({"prompt": base, "max_tokens": 4})
+        before = self.server.metrics()
+        body = {"prompt": base + [5, 6, 7], "max_tokens": 10}
+        hit = self.complete(body)
+        after = self.server.metrics()
+        self.assertGreaterEqual(hit["receipt"]["prefix_reused_tokens"], 40)
+        self.assertEqual(after[("lockstep_prefix_cache_hits_total", ())],
+                         before[("lockstep_prefix_cache_hits_total", ())] + 1)
+        self.assertGreater(after[("lockstep_prefix_cache_bytes", ())], 0)
+        self.assertSameAsSolo(body, hit)
+        self.assertEqual(first["receipt"]["prefix_reused_tokens"] < 40, True)
+
+    def test_window_evict_echo_and_determinism_check(self):
+        body = {"prompt": [3, 1, 4, 1, 5, 9, 2, 6], "max_tokens": 10, "window": 6,
+                "evict": ["2:3@4"], "determinism_check": True}
+        a = self.complete(body)
+        self.assertEqual(a["receipt"]["determinism_check"], "passed")
+        self.assertEqual(a["receipt"]["options"]["window"], 6)
+        self.assertSameAsSolo(body, a, extra=("--window", "6", "--evict", "2:3@4"))
+        if self.has_text:
+            e = self.complete({"prompt": "Hello", "max_tokens": 3, "echo": True})
+            self.assertTrue(e["choices"][0]["text"].startswith("Hello"))
+
+    def test_stop_string_cuts_text_and_tokens_match_solo(self):
+        if not self.has_text:
+            self.skipTest("needs the SmolLM2 tokenizer fixture")
+        plain = self.complete({"prompt": "The cat", "max_tokens": 24})
+        text = plain["choices"][0]["text"]
+        stop = text[len(text) // 2:len(text) // 2 + 2]
+        if len(text) < 6 or not stop.strip():
+            self.skipTest("generated text too short for a stop string")
+        a = self.complete({"prompt": "The cat", "max_tokens": 24, "stop": [stop]})
+        self.assertEqual(a["choices"][0]["finish_reason"], "stop")
+        self.assertEqual(a["choices"][0]["text"], text[:text.find(stop)])
+        self.assertSameAsSolo({}, a)
+
+    def test_models_and_health(self):
+        m = requests.get(self.server.url + "/v1/models", timeout=10).json()
+        self.assertEqual(m["data"][0]["id"], "model")
+        h = requests.get(self.server.url + "/healthz", timeout=10)
+        self.assertEqual(h.status_code, 200)
+        self.assertEqual(h.json()["workers"][0]["layers"], [0, 4])
+
+    def test_every_error_class(self):
+        url = self.server.url + "/v1/completions"
+        cases = [
+            (b"{not json", None, "invalid_json"),
+            (json.dumps({"prompt": [1], "max_tokens": "x"}).encode(), "max_tokens", "invalid_type"),
+            (json.dumps({"prompt": [1], "model": "gpt-4"}).encode(), "model", "model_not_found"),
+            (json.dumps({"prompt": []}).encode(), "prompt", "empty_prompt"),
+            (json.dumps({"prompt": [1], "max_tokens": 10 ** 6}).encode(), "max_tokens",
+             "context_length_exceeded"),
+            (json.dumps({"prompt": [1], "n": 2}).encode(), "n", "unsupported_value"),
+            (json.dumps({"prompt": [1], "logprobs": 3}).encode(), "logprobs", "unsupported_field"),
+            (json.dumps({"prompt": [1], "temperature": -1}).encode(), "temperature", "invalid_value"),
+            (json.dumps({"prompt": [10 ** 7]}).encode(), "prompt", "invalid_value"),
+            (json.dumps([1, 2]).encode(), None, "invalid_json"),
+        ]
+        for raw, param, code in cases:
+            resp = requests.post(url, data=raw, headers={"Content-Type": "application/json"}, timeout=10)
+            self.assertEqual(resp.status_code, 400, raw)
+            err = resp.json()["error"]
+            self.assertEqual(set(err), {"message", "type", "param", "code"})
+            self.assertEqual(err["param"], param, raw)
+            self.assertEqual(err["code"], code, raw)
+            self.assertTrue(err["message"])
+        big = requests.post(url, data=b"{" + b" " * (2 << 20) + b"}", timeout=30)
+        self.assertEqual(big.status_code, 413)
+        self.assertEqual(requests.get(self.server.url + "/nope", timeout=10).status_code, 404)
+        # The server is still fine.
+        self.complete({"prompt": [1, 2], "max_tokens": 2})
+
+    def test_disconnect_mid_stream_frees_the_session(self):
+        def active():
+            return requests.get(self.server.url + "/healthz", timeout=10).json()["coordinator"]["active_sessions"]
+
+        rss = []
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", self.server.port))
+            body = json.dumps({"prompt": [1, 2, 3], "max_tokens": 4000, "stream": True})
+            s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode())
+            got = b""
+            while got.count(b"data: ") < 3:
+                got += s.recv(4096)
+            self.assertEqual(active(), 1)
+            s.close()
+            deadline = time.time() + 5
+            while active() != 0 and time.time() < deadline:
+                time.sleep(0.02)
+            self.assertEqual(active(), 0, "the session outlived its client")
+            rss.append(self.server.rss_kib())
+        # Each round allocated a session for 4003 positions; none is kept.
+        self.assertLessEqual(rss[-1], rss[0] + 2048, rss)
+        self.assertGreater(self.server.metrics()[("lockstep_errors_total", (("kind", "client_disconnected"),))], 0)
+
+    def test_slow_client_does_not_block_others(self):
+        s = socket.create_connection(("127.0.0.1", self.server.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        body = json.dumps({"prompt": [4, 5], "max_tokens": 3000, "stream": True})
+        s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                   % (len(body), body)).encode())
+        time.sleep(0.3)  # never read
+        t0 = time.time()
+        a = self.complete({"prompt": [9, 9, 9], "max_tokens": 5})
+        self.assertLess(time.time() - t0, 20)
+        self.assertSameAsSolo({}, a)
+        s.close()
+
+    def test_metrics_move_when_work_is_done(self):
+        before = self.server.metrics()
+        self.complete({"prompt": [2, 4, 6], "max_tokens": 7})
+        after = self.server.metrics()
+        key = ("lockstep_requests_total", (("status", "200"),))
+        self.assertGreater(after[key], before.get(key, 0))
+        self.assertEqual(after[("lockstep_generated_tokens_total", ())],
+                         before[("lockstep_generated_tokens_total", ())] + 7)
+        self.assertEqual(after[("lockstep_time_to_first_token_seconds_count", ())],
+                         before[("lockstep_time_to_first_token_seconds_count", ())] + 1)
+        self.assertGreater(after[("lockstep_stage_compute_seconds_total", ())],
+                           before[("lockstep_stage_compute_seconds_total", ())])
+
+
+class LimitsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        os.makedirs(ARGS.tmp, exist_ok=True)
+        cls.model = os.path.join(ARGS.tmp, "model")
+        make_model(cls.model)
+
+    def test_over_capacity_is_429_with_retry_after(self):
+        srv = Server(self.model, "--max-sessions", "1", "--kv-budget-mib", "4")
+        try:
+            long = srv.post("/v1/completions", {"prompt": [1, 2], "max_tokens": 2000, "stream": True},
+                            stream=True)
+            self.assertEqual(long.status_code, 200)
+            busy = srv.post("/v1/completions", {"prompt": [3], "max_tokens": 2})
+            self.assertEqual(busy.status_code, 429)
+            self.assertEqual(busy.headers["Retry-After"], "1")
+            self.assertEqual(busy.json()["error"]["code"], "max_sessions")
+            long.close()
+            deadline = time.time() + 5
+            while time.time() < deadline:
+                r = srv.post("/v1/completions", {"prompt": [3], "max_tokens": 8000})
+                if r.status_code != 429 or r.json()["error"]["code"] != "max_sessions":
+                    break
+                time.sleep(0.05)
+            self.assertEqual(r.status_code, 429)
+            self.assertEqual(r.json()["error"]["code"], "kv_budget")
+            ok = srv.post("/v1/completions", {"prompt": [3], "max_tokens": 2})
+            self.assertEqual(ok.status_code, 200)
+        finally:
+            srv.stop()
+
+    def test_sigterm_finishes_in_flight_and_exits_zero(self):
+        srv = Server(self.model, "--shutdown-grace-ms", "200")
+        resp = srv.post("/v1/completions", {"prompt": [1, 2], "max_tokens": 6000, "stream": True},
+                        stream=True)
+        lines = resp.iter_lines(decode_unicode=True)
+        first = next(l for l in lines if l.startswith("data: "))
+        self.assertIn("choices", first)
+        srv.proc.send_signal(signal.SIGTERM)
+        rest = [l[6:] for l in lines if l.startswith("data: ")]
+        self.assertEqual(rest[-1], "[DONE]")
+        final = json.loads(rest[-2])
+        self.assertEqual(final["choices"][0]["finish_reason"], "cancelled")
+        self.assertIn("receipt", final)
+        self.assertEqual(srv.proc.wait(30), 0)
+        with self.assertRaises(requests.exceptions.ConnectionError):
+            requests.get(srv.url + "/healthz", timeout=5)
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("suite")
+    p.add_argument("--lockstep", required=True)
+    p.add_argument("--shared", required=True)
+    p.add_argument("--tmp", required=True)
+    ARGS = p.parse_args()
+    shutil.rmtree(ARGS.tmp, ignore_errors=True)
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(globals()[ARGS.suite])
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()
