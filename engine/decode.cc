@@ -26,14 +26,14 @@ Status ApplyEvictions(StepBackend& backend, const DecodeRequest& req, uint32_t s
   return Status::Ok();
 }
 
+}  // namespace
+
 // The floats' in-memory bytes are their u32 LE bits on the hosts we build for.
 static_assert(std::endian::native == std::endian::little);
 Digest LogitsSha256(std::span<const float> logits) {
   return Sha256(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()),
                                          logits.size_bytes()));
 }
-
-}  // namespace
 
 Result<EvictSpec> ParseEvictSpec(const std::string& text) {
   const size_t colon = text.find(':'), at = text.find('@');

@@ -60,6 +60,9 @@ struct DecodeResult {
   std::vector<Digest> logits_sha256;
 };
 
+// sha256 of one step's logits bytes (u32 LE bits, in vocab order).
+Digest LogitsSha256(std::span<const float> logits);
+
 // Checks a request (non-empty prompt, eviction steps < gen, the largest
 // cache length it reaches, evictions included, <= max_positions, sampling).
 Status ValidateDecodeRequest(const DecodeRequest& req);

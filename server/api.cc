@@ -68,6 +68,9 @@ json Receipt(const Finish& f, const ParsedRequest& r, const ApiContext& ctx) {
   j["tokenizer_sha256"] = ToHex(ctx.seed.tokenizer_sha256);
   j["config_sha256"] = ToHex(ctx.seed.config_sha256);
   j["plan"] = ctx.plan;
+  json steps = json::array();
+  for (const Digest& d : f.result.logits_sha256) steps.push_back(ToHex(d));
+  j["logits_sha256"] = steps;
   json opts;
   opts["temperature"] = r.spec.sampling.temperature;
   opts["top_k"] = r.spec.sampling.top_k;

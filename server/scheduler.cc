@@ -36,6 +36,7 @@ struct Scheduler::Session {
   size_t fed = 0;  // prompt tokens in the cache
   uint32_t prefix_reused = 0;
   std::vector<uint32_t> generated;
+  std::vector<Digest> logits_sha256;  // per step
   uint32_t next_token[1] = {0};
   std::vector<float> hidden;
   SamplingScratch sampling;
@@ -241,6 +242,7 @@ void Scheduler::OnLogits(Session& s, std::span<const float> logits) {
   const uint32_t step = static_cast<uint32_t>(s.generated.size());
   const uint32_t token = ChooseToken(logits, s.spec.sampling, step, &s.sampling);
   s.chain->AddStep(logits, token);  // §12.1 item 7
+  s.logits_sha256.push_back(LogitsSha256(logits));
   s.generated.push_back(token);
   const auto now = Clock::now();
   if (!s.twin) {
@@ -282,6 +284,7 @@ void Scheduler::Retire(Session& s, std::string reason, std::string error) {
   f.error = std::move(error);
   f.result.prompt = s.spec.prompt;
   f.result.generated = s.generated;
+  f.result.logits_sha256 = s.logits_sha256;
   f.result.cis2_ref = s.chain->Finalize();
   f.result.argmax_digest = ArgmaxDigest(s.spec.prompt, s.generated);
   f.prefix_reused = s.prefix_reused;
