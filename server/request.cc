@@ -174,11 +174,16 @@ ParsedRequest Parse(const std::string& body, bool chat, const ModelInfo& m, uint
     if (j.contains("echo")) r.echo = GetBool(j, "echo");
   }
   if (r.spec.prompt.empty()) Throw("the prompt has no tokens", chat ? "messages" : "prompt", "empty_prompt");
+  if (r.spec.prompt.size() > m.max_prompt_tokens) {
+    Throw("max_prompt_tokens: the prompt has " + std::to_string(r.spec.prompt.size()) +
+              " tokens, over the limit of " + std::to_string(m.max_prompt_tokens),
+          chat ? "messages" : "prompt", "max_prompt_tokens");
+  }
   const char* max_name = j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   r.spec.max_tokens = j.contains(max_name) ? static_cast<uint32_t>(GetUint(j, max_name, UINT32_MAX)) : 16;
   if (r.spec.max_tokens == 0) Throw("'" + std::string(max_name) + "' must be at least 1", max_name);
   const uint64_t total = r.spec.prompt.size() + static_cast<uint64_t>(r.spec.max_tokens);
-  if (total > m.max_positions) {
+  if (m.max_positions > 0 && total > m.max_positions) {
     Throw("the prompt (" + std::to_string(r.spec.prompt.size()) + " tokens) plus " + max_name + " (" +
               std::to_string(r.spec.max_tokens) + ") exceeds the model's context of " +
               std::to_string(m.max_positions) + " positions (max_position_embeddings)",

@@ -21,7 +21,8 @@ namespace lockstep::server {
 struct ModelInfo {
   std::string id;                    // the name clients pass as "model"
   uint32_t vocab = 0;
-  uint32_t max_positions = 0;        // max_position_embeddings
+  uint32_t max_positions = 0;        // MaxPositions(limits, max_position_embeddings)
+  uint32_t max_prompt_tokens = 0;    // Limits::max_prompt_tokens
   const Tokenizer* tokenizer = nullptr;         // null: ids only
   const ChatTemplate* chat = nullptr;           // null: chat refused with chat_error
   std::string chat_error;

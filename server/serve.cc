@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/limits.h"
 #include "engine/model_loader.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/thread_pool.h"
@@ -66,7 +67,9 @@ Status RunServer(const ServeOptions& o) {
   }
   ctx.model.id = o.model_name.empty() ? BaseName(o.model_dir) : o.model_name;
   ctx.model.vocab = static_cast<uint32_t>(model.config.vocab_size);
-  ctx.model.max_positions = static_cast<uint32_t>(model.config.max_position_embeddings);
+  const Limits limits;
+  ctx.model.max_positions = MaxPositions(limits, model.config.max_position_embeddings);
+  ctx.model.max_prompt_tokens = limits.max_prompt_tokens;
   ctx.model.tokenizer = tokenizer ? &*tokenizer : nullptr;
   ctx.model.chat = chat.ok() ? &*chat : nullptr;
   ctx.eos = ReadEos(model.files.config_path);
