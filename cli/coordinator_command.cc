@@ -28,6 +28,7 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
                    ClusterNotes(*coordinator, run)};
   report.window = o.run.window;
   report.evictions = req.evictions;
+  report.sampling = req.sampling;
   report.workers = ReceiptWorkers(*coordinator);
   report.timings = {{"decode_ms_per_token_sharded", run.decode_ms_per_token}};
   report.signer = signer ? &*signer : nullptr;

@@ -44,6 +44,7 @@ Result<nlohmann::json> MakeReceipt(const RunReport& r) {
   in.generated_text = r.generated_text;
   in.window = r.window;
   in.evictions = r.evictions;
+  in.sampling = r.sampling;
   in.plan = r.plan;
   in.workers = r.workers;
   in.compared_with_monolithic = r.compared_with_monolithic;

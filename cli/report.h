@@ -29,6 +29,7 @@ struct RunReport {
   // non-normative timings.
   std::optional<int> window;
   std::vector<EvictSpec> evictions;
+  SamplingParams sampling;  // greedy unless temperature > 0
   std::vector<receipt::WorkerEntry> workers;
   std::vector<std::pair<std::string, double>> timings;
   const keys::Identity* signer = nullptr;  // signs the receipt when set

@@ -162,6 +162,7 @@ Status RunMonolithic(const RunOptions& o) {
   RunReport report{run1, seed, DecodeText(model.files, run1.generated), "", {}};
   report.window = o.window;
   report.evictions = req.evictions;
+  report.sampling = req.sampling;
   report.signer = signer ? &*signer : nullptr;
   return PrintReport(report, o.json, std::cout, o.receipt_path);
 }

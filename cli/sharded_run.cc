@@ -304,6 +304,7 @@ Status RunSharded(const RunOptions& o) {
                    notes, o.compare_monolithic};
   report.window = o.window;
   report.evictions = req.evictions;
+  report.sampling = req.sampling;
   report.workers = std::move(stages);
   report.timings = {{"decode_ms_per_token_sharded", run.decode_ms_per_token}};
   report.signer = signer ? &*signer : nullptr;

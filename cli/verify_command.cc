@@ -40,6 +40,7 @@ Result<DecodeResult> Recompute(const VerifyOptions& o, const receipt::ParsedRece
   req.prompt = r.prompt;
   req.gen = r.gen;
   req.evictions = r.evictions;
+  req.sampling = r.sampling;
   if (!o.config.empty()) {
     LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(o.config));
     cfg.pins = pins;

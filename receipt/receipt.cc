@@ -97,7 +97,14 @@ json BuildReceipt(const ReceiptInputs& in) {
   json ev = json::array();
   for (const EvictSpec& e : in.evictions) ev.push_back(EvictText(e));
   options["evictions"] = std::move(ev);
-  options["sampling"] = "greedy";
+  if (in.sampling.temperature == 0.0f) {
+    options["sampling"] = "greedy";
+  } else {  // every float is exact as a JSON double and parses back to itself
+    options["sampling"] = {{"temperature", in.sampling.temperature},
+                           {"top_k", in.sampling.top_k},
+                           {"top_p", in.sampling.top_p},
+                           {"seed", in.sampling.seed}};
+  }
   j["options"] = std::move(options);
   j["plan"] = in.plan.empty() ? "monolithic" : in.plan;
   json workers = json::array();
@@ -241,7 +248,18 @@ Result<ParsedReceipt> ParseReceipt(const json& j) {
     }
   }
   if (options->contains("sampling") && (*options)["sampling"] != "greedy") {
-    return UnimplementedError("receipt.options.sampling: only \"greedy\" is supported by this build");
+    const json& s = (*options)["sampling"];
+    const std::string where = R + ".options.sampling";
+    if (!s.is_object() || !s.contains("temperature") || !s["temperature"].is_number() ||
+        !s.contains("top_k") || !s["top_k"].is_number_unsigned() || !s.contains("top_p") ||
+        !s["top_p"].is_number() || !s.contains("seed") || !s["seed"].is_number_unsigned()) {
+      return InvalidError(where + ": expected \"greedy\" or {temperature, top_k, top_p, seed}");
+    }
+    p.sampling.temperature = static_cast<float>(s["temperature"].get<double>());
+    p.sampling.top_k = s["top_k"].get<uint32_t>();
+    p.sampling.top_p = static_cast<float>(s["top_p"].get<double>());
+    p.sampling.seed = s["seed"].get<uint64_t>();
+    LOCKSTEP_RETURN_IF_ERROR(ValidateSamplingParams(p.sampling).WithContext(where));
   }
   if (j.contains("plan")) {
     if (!j["plan"].is_string()) return InvalidError("receipt.plan: expected a string");

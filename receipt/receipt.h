@@ -41,6 +41,7 @@ struct ReceiptInputs {
   std::optional<std::string> generated_text;
   std::optional<int> window;           // --window (absent: none)
   std::vector<EvictSpec> evictions;    // --evict, in order
+  SamplingParams sampling;             // greedy unless temperature > 0 (docs/sampling.md)
   std::string plan;
   std::vector<WorkerEntry> workers;
   bool compared_with_monolithic = false;
@@ -76,6 +77,7 @@ struct ParsedReceipt {
   uint32_t gen = 0;
   std::optional<int> window;
   std::vector<EvictSpec> evictions;
+  SamplingParams sampling;
   std::string plan;
   std::vector<WorkerEntry> workers;
   bool signed_ = false;

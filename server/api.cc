@@ -1,5 +1,7 @@
 #include "server/api.h"
 
+#include "receipt/receipt.h"
+
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -56,36 +58,22 @@ size_t StreamableLength(const std::string& text, const GenerationSpec& spec) {
   return n;
 }
 
+// The receipt (receipt/receipt.h), the same object `lockstep run --json` prints.
 json Receipt(const Finish& f, const ParsedRequest& r, const ApiContext& ctx) {
-  json j;
-  j["prompt_token_ids"] = f.result.prompt;
-  j["generated_token_ids"] = f.result.generated;
-  j["table_digest"] = ToHex(ctx.seed.table_digest);
-  j["inv_freq_table_digest"] = ToHex(ctx.seed.inv_freq_table_digest);
-  j["argmax_digest"] = ToHex(f.result.argmax_digest);
-  j["cis2_ref"] = ToHex(f.result.cis2_ref);
-  j["weights_sha256"] = ToHex(ctx.seed.weights_sha256);
-  j["tokenizer_sha256"] = ToHex(ctx.seed.tokenizer_sha256);
-  j["config_sha256"] = ToHex(ctx.seed.config_sha256);
-  j["plan"] = ctx.plan;
-  json steps = json::array();
-  for (const Digest& d : f.result.logits_sha256) steps.push_back(ToHex(d));
-  j["logits_sha256"] = steps;
-  json opts;
-  opts["temperature"] = r.spec.sampling.temperature;
-  opts["top_k"] = r.spec.sampling.top_k;
-  opts["top_p"] = r.spec.sampling.top_p;
-  opts["seed"] = r.spec.sampling.seed;
-  opts["window"] = r.spec.window ? json(*r.spec.window) : json(nullptr);
-  json ev = json::array();
-  for (const EvictSpec& e : r.spec.evictions) {
-    ev.push_back(std::to_string(e.from) + ":" + std::to_string(e.count) + "@" + std::to_string(e.step));
-  }
-  opts["evict"] = ev;
-  j["options"] = opts;
-  if (f.determinism_ok) j["determinism_check"] = *f.determinism_ok ? "passed" : "failed";
-  j["prefix_reused_tokens"] = f.prefix_reused;
-  return j;
+  receipt::ReceiptInputs in;
+  in.result = &f.result;
+  in.seed = ctx.seed;
+  in.window = r.spec.window;
+  in.evictions = r.spec.evictions;
+  in.sampling = r.spec.sampling;
+  in.plan = ctx.plan;
+  return receipt::BuildReceipt(in);
+}
+
+// Ours, beside the receipt: what the server did that does not change bits.
+void AddExtensions(const Finish& f, json* out) {
+  (*out)["prefix_reused_tokens"] = f.prefix_reused;
+  if (f.determinism_ok) (*out)["determinism_check"] = *f.determinism_ok ? "passed" : "failed";
 }
 
 std::string FinishReason(const Finish& f) { return f.reason; }
@@ -125,7 +113,7 @@ void Api::Handle(const std::string& method, const std::string& target, const std
     }
     json h = {{"status", shutting_down_ ? "shutting_down" : "ok"},
               {"model", ctx_.model.id},
-              {"plan", ctx_.plan},
+              {"plan", ctx_.plan.empty() ? "monolithic" : ctx_.plan},
               {"coordinator", {{"status", "ok"}, {"active_sessions", ctx_.scheduler->ActiveSessions()}}},
               {"workers", stages}};
     return Respond(shutting_down_ ? 503 : 200, "application/json", Dump(h), ex);
@@ -216,6 +204,7 @@ void Api::Generate(const std::string& body, bool chat, Exchange& ex) {
       last["usage"] = usage;
       last["seed"] = r.spec.sampling.seed;
       last["receipt"] = receipt;
+      AddExtensions(*finish, &last);
       ex.SendEvent(Dump(last));
     }
     ex.SendEvent("[DONE]");
@@ -234,6 +223,7 @@ void Api::Generate(const std::string& body, bool chat, Exchange& ex) {
   json out = {{"id", id}, {"object", object}, {"created", created}, {"model", ctx_.model.id},
               {"choices", json::array({choice})}, {"usage", usage},
               {"seed", r.spec.sampling.seed}, {"receipt", receipt}};
+  AddExtensions(*finish, &out);
   Respond(200, "application/json", Dump(out), ex);
 }
 

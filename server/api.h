@@ -31,7 +31,7 @@ struct ApiContext {
   ModelInfo model;
   std::vector<uint32_t> eos;
   WitnessSeed seed;
-  std::string plan;               // e.g. "0:30"
+  std::string plan;               // "" for in-process (monolithic)
   std::vector<StageInfo> stages;  // for /healthz
   Scheduler* scheduler = nullptr;
   Metrics* metrics = nullptr;

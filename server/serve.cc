@@ -74,7 +74,7 @@ Status RunServer(const ServeOptions& o) {
   ctx.model.chat = chat.ok() ? &*chat : nullptr;
   ctx.eos = ReadEos(model.files.config_path);
   ctx.seed = model.Seed();
-  ctx.plan = "0:" + std::to_string(model.config.num_layers);
+  ctx.plan = "";  // monolithic
   ctx.stages = {StageInfo{"in-process", 0, model.config.num_layers}};
   Metrics metrics;
   Scheduler scheduler(stage, ctx.seed, ctx.model.tokenizer, ctx.eos, o.scheduler, metrics);
