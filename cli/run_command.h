@@ -25,6 +25,7 @@ struct RunOptions {
   int workers = 0;           // > 0: sharded over local worker processes
   std::string plan;          // explicit cut points, e.g. 0:10,10:20,20:30
   bool compare_monolithic = false;
+  bool single_run = false;   // skip the §12.4 second decode (monolithic runs)
   std::string receipt_path;  // --receipt FILE: also write the receipt there
   std::string sign_key;      // --sign-key KEY: sign the receipt with this identity
   SamplingParams sampling;   // --temperature/--top-k/--top-p/--seed; default greedy

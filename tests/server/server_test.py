@@ -290,6 +290,12 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(a["choices"][0]["text"], text[:text.find(stop)])
         self.assertSameAsSolo({}, a)
 
+    def test_single_run_gives_the_same_receipt(self):
+        a = self.complete({"prompt": [8, 6, 4], "max_tokens": 6})
+        want = solo(self.model, [8, 6, 4], 6, ["--single-run"])
+        self.assertEqual(a["receipt"]["cis2_ref"], want["cis2_ref"])
+        self.assertEqual(a["receipt"]["steps"], want["steps"])
+
     def test_models_and_health(self):
         m = requests.get(self.server.url + "/v1/models", timeout=10).json()
         self.assertEqual(m["data"][0]["id"], "model")
