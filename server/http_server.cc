@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <iostream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -169,7 +170,11 @@ Status ServeHttp(const HttpOptions& o, Api& api, const std::function<void(uint16
       }
       std::thread([&, s = std::move(socket)]() mutable {
         const int fd = s.native_handle();
-        ServeConnection(std::move(s), api, o);
+        try {
+          ServeConnection(std::move(s), api, o);
+        } catch (const std::exception& e) {  // one request's failure never ends the server
+          std::cerr << "lockstep serve: connection dropped: " << e.what() << "\n";
+        }
         std::lock_guard<std::mutex> l(mu);
         fds.erase(fd);
         --open;

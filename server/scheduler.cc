@@ -148,7 +148,13 @@ void Scheduler::Loop() {
       if (cancel_all || s->stream->cancelled()) Retire(*s, "cancelled", "");
     }
     std::erase_if(active_, [](const auto& s) { return s->finished; });
-    if (!active_.empty()) Step();
+    if (!active_.empty()) {
+      try {
+        Step();
+      } catch (const std::exception& e) {  // e.g. bad_alloc: fail these sessions, keep serving
+        for (auto& s : active_) Retire(*s, "error", std::string("step failed: ") + e.what());
+      }
+    }
     std::erase_if(active_, [](const auto& s) { return s->finished; });
     size_t waiting = 0;
     for (const auto& s : active_) waiting += s->fed == 0 ? 1 : 0;

@@ -414,6 +414,27 @@ class LimitsTest(unittest.TestCase):
         finally:
             srv.stop()
 
+    def test_other_chat_template_is_refused_by_name(self):
+        other = os.path.join(ARGS.tmp, "llama3-template")
+        os.makedirs(other, exist_ok=True)
+        for name in ("config.json", "model.safetensors", "tokenizer.json"):
+            if not os.path.exists(os.path.join(other, name)):
+                os.symlink(os.path.join(self.model, name), os.path.join(other, name))
+        with open(os.path.join(other, "tokenizer_config.json"), "w") as f:
+            json.dump({"chat_template": "{% for m in messages %}<|start_header_id|>{{ m['role'] }}"
+                                        "<|end_header_id|>{{ m['content'] }}<|eot_id|>{% endfor %}"}, f)
+        srv = Server(other)
+        try:
+            r = srv.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})
+            self.assertEqual(r.status_code, 400)
+            err = r.json()["error"]
+            self.assertEqual(err["code"], "no_chat_template")
+            self.assertIn("only ChatML", err["message"])
+            self.assertIn("<|start_header_id|>", err["message"])
+            self.assertEqual(srv.post("/v1/completions", {"prompt": [1, 2], "max_tokens": 2}).status_code, 200)
+        finally:
+            srv.stop()
+
     def test_sigterm_finishes_in_flight_and_exits_zero(self):
         srv = Server(self.model, "--shutdown-grace-ms", "200")
         resp = srv.post("/v1/completions", {"prompt": [1, 2], "max_tokens": 6000, "stream": True},
