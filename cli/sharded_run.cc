@@ -16,6 +16,7 @@
 #include "engine/ops/dispatch.h"
 #include "engine/model_loader.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "keys/identity.h"
 
 namespace lockstep::cli {
 namespace {
@@ -67,14 +68,50 @@ Result<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Spawn(const std::strin
                                                                 int count,
                                                                 milliseconds ready_timeout) {
   std::unique_ptr<WorkerProcesses> p(new WorkerProcesses());
+  LOCKSTEP_RETURN_IF_ERROR(p->MakeKeys(count));
   for (int i = 0; i < count; ++i) {
-    LOCKSTEP_ASSIGN_OR_RETURN(std::string endpoint, p->SpawnOne(exe, ready_timeout));
+    LOCKSTEP_ASSIGN_OR_RETURN(std::string endpoint, p->SpawnOne(exe, i, ready_timeout));
     p->endpoints_.push_back(std::move(endpoint));
   }
   return p;
 }
 
-Result<std::string> WorkerProcesses::SpawnOne(const std::string& exe, milliseconds ready_timeout) {
+Status WorkerProcesses::MakeKeys(int count) {
+  char dir[] = "/tmp/lockstep-keys-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return IoError("mkdtemp: cannot make a private key directory");
+  key_dir_ = dir;  // mkdtemp makes it 0700
+  for (int i = -1; i < count; ++i) {
+    LOCKSTEP_ASSIGN_OR_RETURN(keys::Identity id, keys::GenerateIdentity());
+    const std::string path = i < 0 ? coordinator_key_file() : key_dir_ + "/w" + std::to_string(i);
+    LOCKSTEP_RETURN_IF_ERROR(keys::WriteIdentity(id, path));
+    if (i < 0) {
+      coordinator_key_ = {id.pub.curve_public_z85, id.curve_secret_z85};
+    } else {
+      worker_keys_.push_back(id.pub.curve_public_z85);
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> WorkerProcesses::worker_public_key_files() const {
+  std::vector<std::string> files;
+  for (size_t i = 0; i < worker_keys_.size(); ++i) {
+    files.push_back(key_dir_ + "/w" + std::to_string(i) + ".pub");
+  }
+  return files;
+}
+
+void WorkerProcesses::ApplyTo(ClusterConfig* cfg) const {
+  cfg->workers = endpoints_;
+  cfg->insecure = false;
+  cfg->key = coordinator_key_;
+  cfg->worker_keys = worker_keys_;
+}
+
+Result<std::string> WorkerProcesses::SpawnOne(const std::string& exe, int index,
+                                              milliseconds ready_timeout) {
+  const std::string key = key_dir_ + "/w" + std::to_string(index);
+  const std::string allow = coordinator_key_file() + ".pub";
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return IoError("pipe: cannot spawn a worker");
   const pid_t parent = getpid();
@@ -88,8 +125,8 @@ Result<std::string> WorkerProcesses::SpawnOne(const std::string& exe, millisecon
     dup2(fds[1], STDOUT_FILENO);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
-    execl(exe.c_str(), exe.c_str(), "worker", "--listen", "tcp://127.0.0.1:*",
-          static_cast<char*>(nullptr));
+    execl(exe.c_str(), exe.c_str(), "worker", "--listen", "tcp://127.0.0.1:*", "--key",
+          key.c_str(), "--allow", allow.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   close(fds[1]);
@@ -149,6 +186,10 @@ WorkerProcesses::~WorkerProcesses() {
   for (size_t i = 0; i < children_.size(); ++i) Kill(i);
   for (Child& c : children_) {
     if (c.out_fd >= 0) close(c.out_fd);
+  }
+  if (!key_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(key_dir_, ec);
   }
 }
 
@@ -263,7 +304,7 @@ Result<LoopbackRun> RunOnLoopback(const RunOptions& o, const ModelInfo& model,
   LOCKSTEP_ASSIGN_OR_RETURN(
       auto procs, WorkerProcesses::Spawn(SelfExe(), static_cast<int>(cfg.workers.size()),
                                          milliseconds(10000)));
-  cfg.workers = procs->endpoints();
+  procs->ApplyTo(&cfg);
   zmq::context_t context(1);
   LoopbackRun out;
   {

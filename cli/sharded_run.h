@@ -23,6 +23,10 @@ namespace lockstep::cli {
 // (each child binds port 0 and prints the port it got, so ports never
 // collide). Children die with the parent (PR_SET_PDEATHSIG) and are killed
 // and reaped by the destructor: no orphans on any path. Thread-compatible.
+//
+// Links are CURVE with ephemeral keys: Spawn generates a key for each
+// worker and one coordinator key in a private directory (mode 0700,
+// removed by the destructor); each child accepts only that coordinator.
 class WorkerProcesses {
  public:
   // `exe`: the lockstep binary. Timeout if a child does not report its
@@ -34,6 +38,12 @@ class WorkerProcesses {
   WorkerProcesses& operator=(const WorkerProcesses&) = delete;
 
   const std::vector<std::string>& endpoints() const { return endpoints_; }
+  // Sets cfg's workers, its coordinator key and the pinned worker keys.
+  void ApplyTo(ClusterConfig* cfg) const;
+  // The key files, for a cluster config file: the coordinator's secret key
+  // file and each worker's public key file.
+  std::string coordinator_key_file() const { return key_dir_ + "/coordinator"; }
+  std::vector<std::string> worker_public_key_files() const;
   pid_t pid(size_t i) const { return children_[i].pid; }
   // SIGKILLs child i now (fault injection and error paths).
   void Kill(size_t i);
@@ -46,10 +56,15 @@ class WorkerProcesses {
     int out_fd = -1;  // the child's stdout
   };
   WorkerProcesses() = default;
-  Result<std::string> SpawnOne(const std::string& exe, std::chrono::milliseconds ready_timeout);
+  Status MakeKeys(int count);
+  Result<std::string> SpawnOne(const std::string& exe, int index,
+                               std::chrono::milliseconds ready_timeout);
 
   std::vector<Child> children_;
   std::vector<std::string> endpoints_;
+  std::string key_dir_;
+  wire::CurveKeyPair coordinator_key_;
+  std::vector<std::string> worker_keys_;  // Z85 public keys
 };
 
 // The sharded result of RunOnCluster, with its measurements.

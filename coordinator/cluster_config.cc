@@ -6,7 +6,12 @@
 #include <limits>
 #include <sstream>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
+
+#include "keys/identity.h"
+#include "wire/endpoint.h"
 
 namespace lockstep {
 namespace {
@@ -41,8 +46,13 @@ Result<std::vector<LayerRange>> ParsePlanJson(const json& j, const std::string& 
   return plan;
 }
 
+std::string Resolve(const std::string& base_dir, const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  return (std::filesystem::path(base_dir) / path).string();
+}
+
 Status ReadKey(const std::string& key, const json& v, const std::string& name,
-               ClusterConfig* c) {
+               const std::string& base_dir, ClusterConfig* c) {
   if (key == "model") {
     if (!v.is_string() || v.get<std::string>().empty()) return Bad(name, key, "must be a path");
     c->model_dir = v.get<std::string>();
@@ -55,6 +65,8 @@ Status ReadKey(const std::string& key, const json& v, const std::string& name,
       if (!w.is_string() || w.get<std::string>().empty()) {
         return Bad(name, key, "entry " + w.dump() + " is not an endpoint string");
       }
+      const Status valid = wire::ValidateEndpoint(w.get<std::string>(), wire::EndpointUse::kConnect);
+      if (!valid.ok()) return Bad(name, key, valid.message());
       c->workers.push_back(w.get<std::string>());
     }
   } else if (key == "plan") {
@@ -72,6 +84,25 @@ Status ReadKey(const std::string& key, const json& v, const std::string& name,
   } else if (key == "request_timeout_ms") {
     LOCKSTEP_ASSIGN_OR_RETURN(int64_t ms, PositiveInt(v, name, key));
     c->request_timeout = std::chrono::milliseconds(ms);
+  } else if (key == "insecure") {
+    if (!v.is_boolean()) return Bad(name, key, "must be true or false");
+    c->insecure = v.get<bool>();
+  } else if (key == "key") {
+    if (!v.is_string() || v.get<std::string>().empty()) return Bad(name, key, "must be a path");
+    Result<keys::Identity> id = keys::ReadIdentity(Resolve(base_dir, v.get<std::string>()));
+    if (!id.ok()) return id.status().WithContext(name + ": \"key\"");
+    c->key = {id->pub.curve_public_z85, id->curve_secret_z85};
+  } else if (key == "worker_keys") {
+    if (!v.is_array()) return Bad(name, key, "must be a list of public key files");
+    for (const json& w : v) {
+      if (!w.is_string() || w.get<std::string>().empty()) {
+        return Bad(name, key, "entry " + w.dump() + " is not a path");
+      }
+      Result<keys::PublicIdentity> pub =
+          keys::ReadPublicIdentity(Resolve(base_dir, w.get<std::string>()));
+      if (!pub.ok()) return pub.status().WithContext(name + ": \"worker_keys\"");
+      c->worker_keys.push_back(pub->curve_public_z85);
+    }
   } else {
     return Bad(name, key, "is not a known key");
   }
@@ -80,7 +111,8 @@ Status ReadKey(const std::string& key, const json& v, const std::string& name,
 
 }  // namespace
 
-Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::string& name) {
+Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::string& name,
+                                         const std::string& base_dir) {
   json doc;
   try {
     doc = json::parse(text);
@@ -90,10 +122,29 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   if (!doc.is_object()) return InvalidError(name + ": must be a JSON object");
   ClusterConfig c;
   for (const auto& [key, value] : doc.items()) {
-    LOCKSTEP_RETURN_IF_ERROR(ReadKey(key, value, name, &c));
+    LOCKSTEP_RETURN_IF_ERROR(ReadKey(key, value, name, base_dir, &c));
   }
   if (c.model_dir.empty()) return Bad(name, "model", "is required");
   if (c.workers.empty()) return Bad(name, "workers", "is required");
+  const bool networked = std::any_of(c.workers.begin(), c.workers.end(), [](const std::string& w) {
+    return !wire::IsInprocEndpoint(w);
+  });
+  if (c.insecure || !networked) {
+    if (!c.key.public_z85.empty() || !c.worker_keys.empty()) {
+      return Bad(name, "insecure", "contradicts \"key\" / \"worker_keys\": choose one");
+    }
+    return c;
+  }
+  if (c.key.public_z85.empty()) {
+    return Bad(name, "key",
+               "is required (the coordinator's key file from lockstep keygen) unless "
+               "\"insecure\": true");
+  }
+  if (c.worker_keys.size() != c.workers.size()) {
+    return Bad(name, "worker_keys",
+               "must list one public key file per worker (" + std::to_string(c.workers.size()) +
+                   "), got " + std::to_string(c.worker_keys.size()));
+  }
   return c;
 }
 
@@ -102,7 +153,7 @@ Result<ClusterConfig> LoadClusterConfig(const std::string& path) {
   if (!in) return NotFoundError(path + ": cannot open the cluster config");
   std::stringstream text;
   text << in.rdbuf();
-  return ParseClusterConfig(text.str(), path);
+  return ParseClusterConfig(text.str(), path, std::filesystem::path(path).parent_path().string());
 }
 
 Result<std::vector<LayerRange>> ParsePlanText(const std::string& text) {

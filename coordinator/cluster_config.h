@@ -4,7 +4,15 @@
 //    "pins": {"weights_sha256": "..."},     // optional, as a manifest
 //    "workers": ["tcp://10.0.0.1:5555", ...],
 //    "plan": "auto" | [[0,10],[10,20],[20,30]],
-//    "heartbeat_ms": 250, "liveness": 8, "request_timeout_ms": 30000}
+//    "heartbeat_ms": 250, "liveness": 8, "request_timeout_ms": 30000,
+//    "key": "coordinator.key",               // this coordinator's key file
+//    "worker_keys": ["w0.pub", ...],         // one per worker, same order
+//    "insecure": false}
+//
+// Links are CURVE (wire/link_security.h): the coordinator presents "key"
+// (written by `lockstep keygen`) and pins each worker's public key from
+// "worker_keys". Both are required for tcp/ipc workers unless "insecure":
+// true chooses plaintext. Key paths are relative to the config file.
 //
 // A plan is one half-open layer range per worker, in pipeline order. It is
 // valid when it has exactly one non-empty range per worker, the ranges are
@@ -21,6 +29,7 @@
 #include "engine/io/model_config.h"
 #include "engine/io/model_files.h"
 #include "engine/weights.h"
+#include "wire/link_security.h"
 
 namespace lockstep {
 
@@ -39,11 +48,16 @@ struct ClusterConfig {
   std::chrono::milliseconds heartbeat{250};
   int liveness = 8;                  // missed heartbeats before a worker is dead
   std::chrono::milliseconds request_timeout{30000};
+  bool insecure = false;                 // plaintext links, chosen explicitly
+  wire::CurveKeyPair key;                // the coordinator's own CURVE key pair
+  std::vector<std::string> worker_keys;  // Z85 public keys, `workers` order
 };
 
-// Invalid naming the file and key for unknown keys, wrong types or values.
+// Invalid naming the file and key for unknown keys, wrong types or values;
+// key files are read (keys/identity.h) relative to `base_dir`.
 Result<ClusterConfig> LoadClusterConfig(const std::string& path);
-Result<ClusterConfig> ParseClusterConfig(std::string_view json_text, const std::string& name);
+Result<ClusterConfig> ParseClusterConfig(std::string_view json_text, const std::string& name,
+                                         const std::string& base_dir = ".");
 
 // "0:10,10:20,20:30" <-> ranges. Parse checks syntax only.
 Result<std::vector<LayerRange>> ParsePlanText(const std::string& text);

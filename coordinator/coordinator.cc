@@ -88,12 +88,15 @@ WireStats Coordinator::stats() const {
 
 Status Coordinator::Connect() {
   const wire::HeartbeatOptions hb{config_.heartbeat, config_.liveness};
-  const std::string identity = "coordinator-" + std::to_string(getpid()) + "-" +
-                               std::to_string(reinterpret_cast<uintptr_t>(this));
+  const std::string identity = wire::UnguessableIdentity("coordinator");
   for (size_t k = 0; k < workers_.size(); ++k) {
     wire::TransportOptions transport;
     transport.send_timeout = milliseconds(0);  // the I/O thread never blocks on a peer
-    transport.security.insecure = true;  // plaintext until worker keys are pinned
+    transport.security.insecure = config_.insecure;
+    transport.security.own = config_.key;
+    if (k < config_.worker_keys.size()) {
+      transport.security.server_public_z85 = config_.worker_keys[k];
+    }
     Result<wire::Client> client =
         wire::Client::Connect(context_, workers_[k].endpoint, identity, transport);
     if (!client.ok()) return client.status().WithContext(Describe(k));
@@ -127,6 +130,8 @@ Status Coordinator::Handshake(const std::vector<StageSpec>& specs) {
     a.is_last = specs[k].last;
     a.next_hop = k + 1 < n ? workers_[k + 1].endpoint : "";
     a.worker_index = static_cast<uint32_t>(k);
+    if (k + 1 < n && k + 1 < config_.worker_keys.size()) a.next_hop_key = config_.worker_keys[k + 1];
+    if (k > 0 && k - 1 < config_.worker_keys.size()) a.upstream_key = config_.worker_keys[k - 1];
     LOCKSTEP_RETURN_IF_ERROR(SendTo(k, wire::MarshalMessage(a)));
   }
   std::vector<bool> acked(n, false);

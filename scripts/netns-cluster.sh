@@ -248,9 +248,18 @@ if [ "$FAULT" = none ]; then
     || { cat "$WORK/mono.err" >&2; fail "monolithic run failed"; }
 fi
 
+# ---------------------------------------------------------------- keys
+# One key per node (CURVE): workers accept only the coordinator's public
+# key; the coordinator pins each worker's.
+mkdir -m 700 "$WORK/keys"
+for name in coordinator $(seq -f 'w%g' 0 $((WORKERS - 1))); do
+  "$BIN" keygen "$WORK/keys/$name" >/dev/null || fail "keygen $name failed"
+done
+
 # ---------------------------------------------------------------- workers
 for ((i = 0; i < WORKERS; i++)); do
   ip netns exec "${NS_W[$i]}" "$BIN" worker --listen "tcp://${W_ADDR[$i]}:$PORT" \
+    --key "$WORK/keys/w$i" --allow "$WORK/keys/coordinator.pub" \
     >"$WORK/worker$i.log" 2>&1 &
   PIDS+=($!)
   disown "$!"  # no job notices when a fault test kills it
@@ -278,6 +287,8 @@ fi
 # ---------------------------------------------------------------- config
 WORKER_URLS=$(for a in "${W_ADDR[@]}"; do printf '"tcp://%s:%s",' "$a" "$PORT"; done)
 WORKER_URLS="[${WORKER_URLS%,}]"
+WORKER_KEYS=$(for ((i = 0; i < WORKERS; i++)); do printf '"%s",' "$WORK/keys/w$i.pub"; done)
+WORKER_KEYS="[${WORKER_KEYS%,}]"
 if [ "$PLAN" = auto ]; then PLAN_JSON='"auto"'; else PLAN_JSON=$PLAN; fi
 cat >"$WORK/cluster.json" <<EOF
 {
@@ -286,7 +297,9 @@ cat >"$WORK/cluster.json" <<EOF
   "plan": $PLAN_JSON,
   "heartbeat_ms": $HEARTBEAT_MS,
   "liveness": $LIVENESS,
-  "request_timeout_ms": $REQUEST_TIMEOUT_MS
+  "request_timeout_ms": $REQUEST_TIMEOUT_MS,
+  "key": "$WORK/keys/coordinator",
+  "worker_keys": $WORKER_KEYS
 }
 EOF
 python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$WORK/cluster.json" \

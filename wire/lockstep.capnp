@@ -71,6 +71,11 @@ struct Assign {
   isLast @7 :Bool;                 # Stage applies final norm + LM head.
   nextHop @8 :Text;                # Endpoint of the next stage; empty if last.
   workerIndex @9 :UInt32;          # Position of this stage in the pipeline.
+  nextHopKey @10 :Text;            # CURVE public key (Z85) the next stage must
+                                   # hold; empty if last or on plaintext links.
+  upstreamKey @11 :Text;           # CURVE public key (Z85) of the previous
+                                   # stage, which this worker then accepts;
+                                   # empty if first or on plaintext links.
 }
 
 struct AssignAck {

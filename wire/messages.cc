@@ -52,6 +52,8 @@ void Write(const Assign& m, s::Envelope::Builder e) {
   out.setIsLast(m.is_last);
   out.setNextHop(m.next_hop);
   out.setWorkerIndex(m.worker_index);
+  out.setNextHopKey(m.next_hop_key);
+  out.setUpstreamKey(m.upstream_key);
 }
 
 void Write(const AssignAck& m, s::Envelope::Builder e) {
@@ -182,6 +184,8 @@ Result<Message> Read(s::Assign::Reader in) {
   m.is_last = in.getIsLast();
   m.next_hop = in.getNextHop();
   m.worker_index = in.getWorkerIndex();
+  m.next_hop_key = in.getNextHopKey();
+  m.upstream_key = in.getUpstreamKey();
   return Message(std::move(m));
 }
 

@@ -43,6 +43,8 @@ struct Assign {
   bool is_last = false;
   std::string next_hop;  // endpoint of the next stage; empty when is_last
   uint32_t worker_index = 0;
+  std::string next_hop_key;  // Z85 CURVE key pinned for next_hop ("" = plaintext/none)
+  std::string upstream_key;  // Z85 CURVE key of the previous stage ("" = none)
 };
 
 // The worker's "ready" reply to Assign.

@@ -2,8 +2,10 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <iostream>
 #include <mutex>
+#include <random>
 #include <utility>
 
 #include "wire/endpoint.h"
@@ -293,6 +295,13 @@ Result<Incoming> Client::Receive(milliseconds timeout) {
   Incoming in;
   in.body = std::move(parts[0]);
   return in;
+}
+
+std::string UnguessableIdentity(const std::string& prefix) {
+  std::random_device random;  // the OS's entropy source
+  char suffix[17];
+  std::snprintf(suffix, sizeof suffix, "%08x%08x", random(), random());
+  return prefix + "-" + suffix;
 }
 
 // ---- Poll -------------------------------------------------------------------

@@ -139,6 +139,10 @@ class Client {
   TransportOptions options_;
 };
 
+// "PREFIX-" followed by 16 random hex digits: a Client identity that no
+// other peer can predict and claim first.
+std::string UnguessableIdentity(const std::string& prefix);
+
 // Waits up to `timeout` for any of `sockets` to become readable; returns
 // one flag per socket (all false on timeout or EINTR). Disconnected if the
 // context was terminated. All sockets must belong to the calling thread.

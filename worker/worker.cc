@@ -6,6 +6,7 @@
 
 #include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
+#include "wire/endpoint.h"
 
 namespace lockstep {
 namespace {
@@ -26,6 +27,8 @@ Result<std::unique_ptr<Worker>> Worker::Create(zmq::context_t& context, WorkerOp
   if (options.name.empty()) options.name = "worker@" + server.endpoint();
   options.next_hop_transport.send_timeout =
       std::min(options.next_hop_transport.send_timeout, kMaxSendBlock);
+  options.next_hop_transport.security = options.transport.security;
+  options.next_hop_transport.security.allowed_clients_z85.clear();
   if (options.kernels == nullptr) options.kernels = &ops::BestKernels();
   return std::unique_ptr<Worker>(new Worker(context, std::move(options), std::move(server)));
 }
@@ -229,6 +232,13 @@ void Worker::OnIncoming(const wire::Incoming& in) {
     coordinator_heard_ = std::chrono::steady_clock::now();
     orphaned_ = false;
     next_.reset();  // a new assignment gets a new next hop
+    next_endpoint_.clear();
+    const wire::Assign& a = std::get<wire::Assign>(m);
+    next_key_ = a.next_hop_key;
+    if (!a.upstream_key.empty() && !options_.transport.security.insecure) {
+      const Status allowed = server_.AllowClient(a.upstream_key);
+      if (!allowed.ok()) Log("cannot accept the upstream stage: " + allowed.ToString());
+    }
   }
   inbox_.Push(Work{Work::Kind::kMessage, std::move(m), 0, {}});
 }
@@ -256,18 +266,34 @@ void Worker::Deliver(Outgoing& o) {
   Status st;
   switch (o.to) {
     case Outgoing::To::kConnectNext: {
-      const std::string identity = "stage-of-" + options_.name + "-" + std::to_string(getpid());
-      Result<wire::Client> c =
-          wire::Client::Connect(context_, o.endpoint, identity, options_.next_hop_transport);
-      if (c.ok()) {
-        next_.emplace(std::move(c).value());
+      // Checked now, connected at the first frame: by then the coordinator
+      // has every stage's AssignAck, so the next stage accepts our key.
+      st = wire::ValidateEndpoint(o.endpoint, wire::EndpointUse::kConnect);
+      if (st.ok() && next_key_.empty() && !options_.transport.security.insecure &&
+          !wire::IsInprocEndpoint(o.endpoint)) {
+        st = InvalidError("the assignment names no CURVE key for the next stage");
+      }
+      if (st.ok()) {
+        next_endpoint_ = o.endpoint;
         next_label_ = o.label + " at " + o.endpoint;
         return;
       }
-      st = c.status().WithContext("connect to next stage " + o.endpoint);
+      st = st.WithContext("next stage " + o.endpoint);
       break;
     }
     case Outgoing::To::kNextStage:
+      if (!next_ && !next_endpoint_.empty()) {
+        wire::TransportOptions transport = options_.next_hop_transport;
+        transport.security.server_public_z85 = next_key_;
+        Result<wire::Client> c = wire::Client::Connect(
+            context_, next_endpoint_, wire::UnguessableIdentity("stage-of-" + options_.name),
+            transport);
+        if (!c.ok()) {
+          st = c.status().WithContext("connect to next stage " + next_endpoint_);
+          break;
+        }
+        next_.emplace(std::move(c).value());
+      }
       st = next_ ? next_->Send(o.frame) : InternalError("no next stage connected");
       if (!st.ok()) {
         st = DisconnectedError("cannot send to the next stage (" + next_label_ + "): " +

@@ -42,8 +42,12 @@ namespace lockstep {
 struct WorkerOptions {
   std::string listen;                // e.g. "tcp://0.0.0.0:5555", "tcp://127.0.0.1:*"
   std::string name;                  // for messages; default "worker@<bound endpoint>"
-  wire::TransportOptions transport;  // the listening ROUTER
-  wire::TransportOptions next_hop_transport;  // the DEALER to the next stage
+  // The listening ROUTER. Its security is the worker's: own CURVE key pair
+  // and the allow-list of coordinators (an Assign adds the upstream stage's
+  // key), or insecure plaintext. The next-hop DEALER presents the same key
+  // pair and pins the key the Assign names for the next stage.
+  wire::TransportOptions transport;
+  wire::TransportOptions next_hop_transport;  // the DEALER to the next stage (security unused)
   const ops::Kernels* kernels = nullptr;      // default: ops::BestKernels() (same bits)
   // Serve this model folder whatever path an Assign names (hosts that keep
   // the model elsewhere). The hashes are still checked against the Assign.
@@ -126,6 +130,8 @@ class Worker {
   std::string endpoint_;
   std::optional<wire::Client> next_;   // DEALER to the next stage, once assigned
   std::string next_label_;             // "stage K at ENDPOINT"
+  std::string next_key_;               // the next stage's pinned CURVE key (last Assign)
+  std::string next_endpoint_;          // connected at the first frame for it
   std::string coordinator_peer_;       // ROUTER identity of the assigning coordinator
   Mailbox<Work> inbox_;                // I/O -> compute
   Mailbox<Outgoing> outbox_;           // compute -> I/O

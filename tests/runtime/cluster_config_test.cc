@@ -1,7 +1,11 @@
 // Cluster config parsing, plan syntax, plan validation and the auto plan.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "coordinator/cluster_config.h"
+#include "keys/identity.h"
+#include "cli_runner.h"
 #include "engine/io/synthetic_model.h"
 #include "runtime_test_util.h"
 
@@ -11,7 +15,7 @@ namespace {
 TEST(ClusterConfig, ParsesEveryKey) {
   auto c = ParseClusterConfig(R"({"model": "/m", "workers": ["tcp://a:1", "tcp://b:2"],
       "plan": [[0, 3], [3, 4]], "heartbeat_ms": 100, "liveness": 4,
-      "request_timeout_ms": 5000,
+      "request_timeout_ms": 5000, "insecure": true,
       "pins": {"config_sha256": "4c37f4e0a62adf3e8ef5eb2f1ab73c495cd522241ebe2290e0e313cfe2eb7e9e"}})",
                               "c.json");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -27,26 +31,59 @@ TEST(ClusterConfig, ParsesEveryKey) {
 }
 
 TEST(ClusterConfig, DefaultsAndAutoPlan) {
-  auto c = ParseClusterConfig(R"({"model": "/m", "workers": ["tcp://a:1"], "plan": "auto"})", "c");
-  ASSERT_TRUE(c.ok());
+  auto c = ParseClusterConfig(R"({"model": "/m", "workers": ["inproc://a"], "plan": "auto"})", "c");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->insecure);
   EXPECT_TRUE(c->auto_plan);
   EXPECT_EQ(c->heartbeat.count(), 250);
   EXPECT_EQ(c->liveness, 8);
   EXPECT_EQ(c->request_timeout.count(), 30000);
 }
 
+TEST(ClusterConfig, ReadsKeyFilesRelativeToTheConfig) {
+  const std::string dir = MakeTempDir("cluster-keys");
+  std::vector<keys::Identity> ids;
+  for (const char* name : {"coordinator", "w0", "w1"}) {
+    ids.push_back(keys::GenerateIdentity().value());
+    ASSERT_TRUE(keys::WriteIdentity(ids.back(), dir + "/" + name).ok());
+  }
+  const std::string json = R"({"model": "/m", "workers": ["tcp://a:1", "tcp://b:2"],
+      "key": "coordinator", "worker_keys": ["w0.pub", "w1.pub"]})";
+  auto c = ParseClusterConfig(json, "c.json", dir);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->insecure);
+  EXPECT_EQ(c->key.public_z85, ids[0].pub.curve_public_z85);
+  EXPECT_EQ(c->key.secret_z85, ids[0].curve_secret_z85);
+  EXPECT_EQ(c->worker_keys,
+            (std::vector<std::string>{ids[1].pub.curve_public_z85, ids[2].pub.curve_public_z85}));
+
+  auto short_list = ParseClusterConfig(R"({"model": "/m", "workers": ["tcp://a:1", "tcp://b:2"],
+      "key": "coordinator", "worker_keys": ["w0.pub"]})", "c.json", dir);
+  ASSERT_FALSE(short_list.ok());
+  EXPECT_NE(short_list.status().message().find("one public key file per worker"), std::string::npos)
+      << short_list.status().message();
+  auto both = ParseClusterConfig(R"({"model": "/m", "workers": ["tcp://a:1"], "insecure": true,
+      "key": "coordinator", "worker_keys": ["w0.pub"]})", "c.json", dir);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("choose one"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ClusterConfig, RejectsBadInputNamingTheKey) {
   const std::pair<const char*, const char*> cases[] = {
-      {R"({"model": "/m", "workers": ["x"], "extra": 1})", "\"extra\""},
-      {R"({"workers": ["x"]})", "\"model\""},
+      {R"({"model": "/m", "workers": ["inproc://x"], "extra": 1})", "\"extra\""},
+      {R"({"workers": ["inproc://x"]})", "\"model\""},
       {R"({"model": "/m"})", "\"workers\""},
       {R"({"model": "/m", "workers": []})", "\"workers\""},
       {R"({"model": "/m", "workers": [3]})", "\"workers\""},
-      {R"({"model": "/m", "workers": ["x"], "plan": [[0]]})", "\"plan\""},
-      {R"({"model": "/m", "workers": ["x"], "plan": "balanced"})", "\"plan\""},
-      {R"({"model": "/m", "workers": ["x"], "heartbeat_ms": 0})", "\"heartbeat_ms\""},
-      {R"({"model": "/m", "workers": ["x"], "liveness": -1})", "\"liveness\""},
-      {R"({"model": "/m", "workers": ["x"], "pins": {"weights_sha256": "zz"}})", "weights_sha256"},
+      {R"({"model": "/m", "workers": ["inproc://x"], "plan": [[0]]})", "\"plan\""},
+      {R"({"model": "/m", "workers": ["inproc://x"], "plan": "balanced"})", "\"plan\""},
+      {R"({"model": "/m", "workers": ["inproc://x"], "heartbeat_ms": 0})", "\"heartbeat_ms\""},
+      {R"({"model": "/m", "workers": ["inproc://x"], "liveness": -1})", "\"liveness\""},
+      {R"({"model": "/m", "workers": ["inproc://x"], "pins": {"weights_sha256": "zz"}})", "weights_sha256"},
+      {R"({"model": "/m", "workers": ["tcp://a:99999"], "insecure": true})", "out of range"},
+      {R"({"model": "/m", "workers": ["tcp://a:1"]})", "\"key\" is required"},
+      {R"({"model": "/m", "workers": ["tcp://a:1"], "insecure": 1})", "\"insecure\""},
       {R"([1, 2])", "object"},
       {R"({"model": )", "JSON"},
   };
@@ -59,11 +96,30 @@ TEST(ClusterConfig, RejectsBadInputNamingTheKey) {
   }
 }
 
+TEST(ClusterConfig, MissingKeyFileIsNamed) {
+  auto c = ParseClusterConfig(R"({"model": "/m", "workers": ["tcp://a:1"], "key": "k"})",
+                              "c.json", "/nonexistent");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("/nonexistent/k"), std::string::npos)
+      << c.status().message();
+  EXPECT_NE(c.status().message().find("\"key\""), std::string::npos) << c.status().message();
+}
+
 TEST(ClusterConfig, ShippedExampleConfigsParse) {
-  for (const char* name : {"loopback-3.json", "example-cluster.json"}) {
-    auto c = LoadClusterConfig(std::string(LOCKSTEP_SOURCE_DIR) + "/configs/" + name);
-    EXPECT_TRUE(c.ok()) << name << ": " << c.status().ToString();
+  // Next to keys/ made by lockstep keygen, as the examples expect.
+  const std::string dir = MakeTempDir("shipped");
+  std::filesystem::create_directory(dir + "/keys");
+  for (const char* name : {"coordinator", "w0", "w1", "w2"}) {
+    ASSERT_TRUE(keys::WriteIdentity(keys::GenerateIdentity().value(), dir + "/keys/" + name).ok());
   }
+  for (const char* name : {"loopback-3.json", "example-cluster.json"}) {
+    std::filesystem::copy_file(std::string(LOCKSTEP_SOURCE_DIR) + "/configs/" + name,
+                               dir + "/" + name);
+    auto c = LoadClusterConfig(dir + "/" + name);
+    EXPECT_TRUE(c.ok()) << name << ": " << c.status().ToString();
+    if (c.ok()) EXPECT_EQ(c->worker_keys.size(), 3u) << name;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Plan, TextRoundTrip) {

@@ -84,7 +84,7 @@ TEST(LoopbackProcesses, KilledWorkerProcessFailsTheSessionOthersStayUp) {
   ASSERT_TRUE(procs.ok()) << procs.status().ToString();
   ClusterConfig cfg;
   cfg.model_dir = model;
-  cfg.workers = (*procs)->endpoints();
+  (*procs)->ApplyTo(&cfg);
   cfg.auto_plan = false;
   cfg.plan = {{0, 1}, {1, 3}, {3, 4}};
   cfg.heartbeat = std::chrono::milliseconds(100);
@@ -136,6 +136,8 @@ TEST(LoopbackProcesses, CoordinatorCommandWithAConfigFile) {
   ASSERT_TRUE(procs.ok()) << procs.status().ToString();
   nlohmann::json cfg = {{"model", model},
                         {"workers", (*procs)->endpoints()},
+                        {"key", (*procs)->coordinator_key_file()},
+                        {"worker_keys", (*procs)->worker_public_key_files()},
                         {"plan", "auto"},
                         {"heartbeat_ms", 100},
                         {"liveness", 10},

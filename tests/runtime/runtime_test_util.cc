@@ -59,7 +59,7 @@ InProcCluster::InProcCluster(size_t n,
   for (size_t i = 0; i < n; ++i) {
     WorkerOptions o;
     o.listen = "inproc://rt-" + std::to_string(id) + "-w" + std::to_string(i);
-    o.next_hop_transport.security.insecure = true;  // a test may name a tcp next hop
+    o.transport.security.insecure = true;  // inproc; a test may name a tcp next hop
     if (customize) customize(i, o);
     Result<std::unique_ptr<Worker>> w = Worker::Create(context_, std::move(o));
     EXPECT_TRUE(w.ok()) << w.status().ToString();

@@ -56,6 +56,8 @@ TEST(MessagesTest, AssignRoundTrips) {
   in.is_last = true;
   in.next_hop = "";
   in.worker_index = 1;
+  in.next_hop_key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+  in.upstream_key = "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID";
   Assign out = RoundTrip(in);
   EXPECT_EQ(out.model_dir, in.model_dir);
   EXPECT_EQ(out.expected_weights_sha256, in.expected_weights_sha256);
@@ -67,6 +69,8 @@ TEST(MessagesTest, AssignRoundTrips) {
   EXPECT_TRUE(out.is_last);
   EXPECT_EQ(out.next_hop, "");
   EXPECT_EQ(out.worker_index, 1u);
+  EXPECT_EQ(out.next_hop_key, in.next_hop_key);
+  EXPECT_EQ(out.upstream_key, in.upstream_key);
 }
 
 TEST(MessagesTest, SmallMessagesRoundTrip) {
