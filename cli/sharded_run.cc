@@ -66,11 +66,12 @@ std::string SelfExe() {
 
 Result<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Spawn(const std::string& exe,
                                                                 int count,
-                                                                milliseconds ready_timeout) {
+                                                                milliseconds ready_timeout,
+                                                                const std::vector<std::string>& extra_allow) {
   std::unique_ptr<WorkerProcesses> p(new WorkerProcesses());
   LOCKSTEP_RETURN_IF_ERROR(p->MakeKeys(count));
   for (int i = 0; i < count; ++i) {
-    LOCKSTEP_ASSIGN_OR_RETURN(std::string endpoint, p->SpawnOne(exe, i, ready_timeout));
+    LOCKSTEP_ASSIGN_OR_RETURN(std::string endpoint, p->SpawnOne(exe, i, ready_timeout, extra_allow));
     p->endpoints_.push_back(std::move(endpoint));
   }
   return p;
@@ -109,9 +110,19 @@ void WorkerProcesses::ApplyTo(ClusterConfig* cfg) const {
 }
 
 Result<std::string> WorkerProcesses::SpawnOne(const std::string& exe, int index,
-                                              milliseconds ready_timeout) {
-  const std::string key = key_dir_ + "/w" + std::to_string(index);
-  const std::string allow = coordinator_key_file() + ".pub";
+                                              milliseconds ready_timeout,
+                                              const std::vector<std::string>& extra_allow) {
+  // argv is built before fork: the child only calls async-signal-safe code.
+  std::vector<std::string> args = {exe, "worker", "--listen", "tcp://127.0.0.1:*", "--key",
+                                   key_dir_ + "/w" + std::to_string(index), "--allow",
+                                   coordinator_key_file() + ".pub"};
+  for (const std::string& a : extra_allow) {
+    args.push_back("--allow");
+    args.push_back(a);
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return IoError("pipe: cannot spawn a worker");
   const pid_t parent = getpid();
@@ -125,8 +136,7 @@ Result<std::string> WorkerProcesses::SpawnOne(const std::string& exe, int index,
     dup2(fds[1], STDOUT_FILENO);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
-    execl(exe.c_str(), exe.c_str(), "worker", "--listen", "tcp://127.0.0.1:*", "--key",
-          key.c_str(), "--allow", allow.c_str(), static_cast<char*>(nullptr));
+    execv(exe.c_str(), argv.data());
     _exit(127);
   }
   close(fds[1]);

@@ -31,8 +31,10 @@ class WorkerProcesses {
  public:
   // `exe`: the lockstep binary. Timeout if a child does not report its
   // endpoint within `ready_timeout`.
-  static Result<std::unique_ptr<WorkerProcesses>> Spawn(const std::string& exe, int count,
-                                                        std::chrono::milliseconds ready_timeout);
+  // `extra_allow`: more public key files every child accepts (tests).
+  static Result<std::unique_ptr<WorkerProcesses>> Spawn(
+      const std::string& exe, int count, std::chrono::milliseconds ready_timeout,
+      const std::vector<std::string>& extra_allow = {});
   ~WorkerProcesses();
   WorkerProcesses(const WorkerProcesses&) = delete;
   WorkerProcesses& operator=(const WorkerProcesses&) = delete;
@@ -58,7 +60,8 @@ class WorkerProcesses {
   WorkerProcesses() = default;
   Status MakeKeys(int count);
   Result<std::string> SpawnOne(const std::string& exe, int index,
-                               std::chrono::milliseconds ready_timeout);
+                               std::chrono::milliseconds ready_timeout,
+                               const std::vector<std::string>& extra_allow);
 
   std::vector<Child> children_;
   std::vector<std::string> endpoints_;

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/limits.h"
 #include "engine/ops/fp_env.h"
 
 namespace lockstep {
@@ -215,18 +216,27 @@ Status StageHost::OnFork(const wire::Fork& m) {
   return Status::Ok();
 }
 
-Status StageHost::CheckPosition(const Session& s, uint32_t first_position) const {
-  if (first_position == s.cache.size()) return Status::Ok();
-  return InvalidError("first_position " + std::to_string(first_position) +
-                      " does not follow this stage's cache of " +
-                      std::to_string(s.cache.size()) + " entries");
+Status StageHost::CheckPosition(const Session& s, uint32_t first_position, size_t n) const {
+  if (first_position != s.cache.size()) {
+    return InvalidError("first_position " + std::to_string(first_position) +
+                        " does not follow this stage's cache of " +
+                        std::to_string(s.cache.size()) + " entries");
+  }
+  // Before any work: the model's position bound (base/limits.h).
+  const uint32_t max = MaxPositions(Limits{}, stage_->config().max_position_embeddings);
+  if (max > 0 && uint64_t{first_position} + n > max) {
+    return InvalidError("limit max_positions: positions up to " +
+                        std::to_string(uint64_t{first_position} + n) + " asked, over the model's " +
+                        std::to_string(max) + " (max_position_embeddings)");
+  }
+  return Status::Ok();
 }
 
 Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
   if (!assign_.is_first) return InvalidError("token input sent to a stage that is not first");
   if (m.token_ids.empty()) return InvalidError("token input without tokens");
   LOCKSTEP_ASSIGN_OR_RETURN(Session * s, Find(m.session_id));
-  LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position));
+  LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.token_ids.size()));
   LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
   *in = Input{s, m.session_id, m.step, m.first_position, m.token_ids.size()};
   return Status::Ok();
@@ -244,7 +254,7 @@ Status StageHost::AcceptHidden(const wire::HiddenFrame& m, Input* in) {
     return InvalidError("hidden frame resumes at layer " + std::to_string(m.resume_layer) +
                         " but this stage starts at layer " + std::to_string(assign_.layer_lo));
   }
-  LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position));
+  LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.seq));
   hidden_.assign(m.payload.begin(), m.payload.end());
   *in = Input{s, m.session_id, m.step, m.first_position, m.seq};
   return Status::Ok();

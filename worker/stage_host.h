@@ -127,7 +127,8 @@ class StageHost {
                   std::vector<Outgoing>* out) const;
   void EmitHidden(const Input& in, std::span<const float> rows,
                   std::vector<Outgoing>* out) const;
-  Status CheckPosition(const Session& s, uint32_t first_position) const;
+  // first_position follows the cache, and the n positions fit the model.
+  Status CheckPosition(const Session& s, uint32_t first_position, size_t n) const;
   void Forward(const wire::Message& message, std::vector<Outgoing>* out) const;
   void Report(const Status& st, bool has_session, uint64_t session_id,
               std::vector<Outgoing>* out) const;

@@ -27,6 +27,8 @@ Result<std::unique_ptr<Worker>> Worker::Create(zmq::context_t& context, WorkerOp
   if (options.name.empty()) options.name = "worker@" + server.endpoint();
   options.next_hop_transport.send_timeout =
       std::min(options.next_hop_transport.send_timeout, kMaxSendBlock);
+  options.transport.max_message_bytes = options.limits.frame_bytes;
+  options.next_hop_transport.max_message_bytes = options.limits.frame_bytes;
   options.next_hop_transport.security = options.transport.security;
   options.next_hop_transport.security.allowed_clients_z85.clear();
   if (options.kernels == nullptr) options.kernels = &ops::BestKernels();
@@ -209,44 +211,136 @@ void Worker::CheckCoordinator() {
   inbox_.Push(Work{Work::Kind::kDropSessions, {}, 0, {}});
 }
 
+Worker::Role Worker::RoleOf(const wire::Incoming& in) const {
+  if (!coordinator_peer_.empty() && in.peer == coordinator_peer_ && in.peer_key == coordinator_key_) {
+    return Role::kHolder;
+  }
+  if (options_.transport.security.insecure) {
+    // Plaintext cannot authenticate: every other peer may be the upstream.
+    return coordinator_peer_.empty() ? Role::kStranger : Role::kUpstream;
+  }
+  if (!upstream_key_.empty() && in.peer_key == upstream_key_) return Role::kUpstream;
+  // inproc links carry no keys: in-process stages are trusted as upstream.
+  if (in.peer_key.empty() && !coordinator_peer_.empty()) return Role::kUpstream;
+  return Role::kStranger;
+}
+
+Status Worker::Admit(const wire::Incoming& in, Role role, const wire::Message& m) {
+  const std::string what = std::string(wire::MessageName(m));
+  if (auto* a = std::get_if<wire::Assign>(&m)) {
+    if (a->layer_lo >= a->layer_hi) {
+      return InvalidError("assignment refused: empty layer range [" + std::to_string(a->layer_lo) +
+                          "," + std::to_string(a->layer_hi) + ")");
+    }
+    if (a->is_last != a->next_hop.empty()) {
+      return InvalidError("assignment refused: the last stage has no next hop and every other "
+                          "stage has one");
+    }
+    if (!a->next_hop.empty() && (a->next_hop == endpoint_ || a->next_hop == options_.listen)) {
+      return InvalidError("assignment refused: its next hop " + a->next_hop +
+                          " is this worker itself (a forwarding loop)");
+    }
+    if (coordinator_peer_.empty() || orphaned_ || in.peer == coordinator_peer_) return Status::Ok();
+    if (!coordinator_key_.empty() && in.peer_key == coordinator_key_) return Status::Ok();
+    return Status(ErrorKind::kOverloaded,
+                  "busy: this worker serves the coordinator '" + coordinator_peer_ + "'" +
+                      (coordinator_key_.empty() ? "" : " (key " + wire::KeyLabel(coordinator_key_) + ")") +
+                      "; refusing another coordinator's assignment");
+  }
+  if (role == Role::kStranger || (std::holds_alternative<wire::Shutdown>(m) && role != Role::kHolder)) {
+    return InvalidError("refused " + what + " from peer '" + in.peer +
+                        "': only the coordinator holding this worker" +
+                        (std::holds_alternative<wire::Shutdown>(m) ? "" : " or its upstream stage") +
+                        " may send it");
+  }
+  if (std::holds_alternative<wire::HiddenFrame>(m) && role != Role::kUpstream) {
+    return InvalidError("refused hidden frame from the coordinator: only the upstream stage sends them");
+  }
+  const Limits& l = options_.limits;
+  if (auto* t = std::get_if<wire::TokenInput>(&m)) {
+    return CheckLimit(ErrorKind::kInvalid, "max_prompt_tokens",
+                      "session " + std::to_string(t->session_id) + " step " + std::to_string(t->step),
+                      t->token_ids.size(), l.max_prompt_tokens);
+  }
+  if (std::holds_alternative<wire::SessionOpen>(m) || std::holds_alternative<wire::Fork>(m)) {
+    const uint64_t limit = std::min<uint64_t>(l.sessions_per_worker, l.sessions_per_coordinator);
+    return CheckLimit(ErrorKind::kOverloaded,
+                      l.sessions_per_worker <= l.sessions_per_coordinator ? "sessions_per_worker"
+                                                                          : "sessions_per_coordinator",
+                      "a new session", open_sessions_ + 1, limit);
+  }
+  return Status::Ok();
+}
+
+void Worker::ReplyError(const std::string& peer, const Status& st, std::optional<uint64_t> session) {
+  Log(st.ToString());
+  const wire::ErrorReport r = wire::ErrorReport::From(st, options_.name, session);
+  (void)server_.Send(peer, wire::MarshalMessage(r));
+}
+
 void Worker::OnIncoming(const wire::Incoming& in) {
-  if (in.peer == coordinator_peer_) {
+  Role role = RoleOf(in);
+  if (role == Role::kHolder) {
     coordinator_heard_ = std::chrono::steady_clock::now();
     orphaned_ = false;
   }
   Result<wire::Message> parsed = wire::ParseMessage(in.bytes());
-  if (!parsed.ok()) return OnUnparsable(in, parsed.status());
+  if (!parsed.ok()) return OnUnparsable(in, role, parsed.status());
   wire::Message& m = *parsed;
   if (auto* hb = std::get_if<wire::Heartbeat>(&m)) {
     const wire::Heartbeat reply{hb->sequence, options_.name};
     (void)server_.Send(in.peer, wire::MarshalMessage(reply));
     return;
   }
+  std::optional<uint64_t> session;
+  bool has = false;
+  if (const uint64_t id = StageHost::SessionOf(m, &has); has) session = id;
+  if (Status admitted = Admit(in, role, m); !admitted.ok()) {
+    // The refused peer alone hears of it; a frame forwarded by the upstream
+    // stage belongs to the holder's session, so the holder hears instead.
+    if (role == Role::kUpstream) return ReportToCoordinator(admitted, session);
+    return ReplyError(in.peer, admitted, session);
+  }
   if (std::holds_alternative<wire::Shutdown>(m)) {
-    Log("shutdown requested by " + in.peer + ": " + std::get<wire::Shutdown>(m).reason);
+    Log("shutdown requested by the coordinator: " + std::get<wire::Shutdown>(m).reason);
     stop_.store(true);
     return;
   }
   if (std::holds_alternative<wire::Assign>(m)) {
+    if (!coordinator_peer_.empty() && in.peer != coordinator_peer_) {
+      Log(orphaned_ ? "assigned by a new coordinator after the previous one went silent"
+                    : "the coordinator restarted (same key): dropping the previous one's sessions");
+      inbox_.Push(Work{Work::Kind::kDropSessions, {}, 0, {}});
+      open_sessions_ = 0;
+    }
     coordinator_peer_ = in.peer;
+    coordinator_key_ = in.peer_key;
     coordinator_heard_ = std::chrono::steady_clock::now();
     orphaned_ = false;
     next_.reset();  // a new assignment gets a new next hop
     next_endpoint_.clear();
     const wire::Assign& a = std::get<wire::Assign>(m);
     next_key_ = a.next_hop_key;
+    upstream_key_ = a.upstream_key;
     if (!a.upstream_key.empty() && !options_.transport.security.insecure) {
       const Status allowed = server_.AllowClient(a.upstream_key);
       if (!allowed.ok()) Log("cannot accept the upstream stage: " + allowed.ToString());
     }
   }
+  if (std::holds_alternative<wire::SessionOpen>(m) || std::holds_alternative<wire::Fork>(m)) {
+    ++open_sessions_;
+  } else if (std::holds_alternative<wire::Release>(m) && open_sessions_ > 0) {
+    --open_sessions_;
+  }
   inbox_.Push(Work{Work::Kind::kMessage, std::move(m), 0, {}});
 }
 
 // A frame that failed to decode (a flipped bit fails the digest check):
-// fail its session when the envelope still names one.
-void Worker::OnUnparsable(const wire::Incoming& in, const Status& st) {
+// from the holder or its upstream stage, fail its session when the envelope
+// still names one; from anyone else, tell that peer only.
+void Worker::OnUnparsable(const wire::Incoming& in, Role role, const Status& st) {
   const Status named = st.WithContext("frame from peer '" + in.peer + "'");
+  if (role == Role::kStranger) return ReplyError(in.peer, named, std::nullopt);
   if (std::optional<uint64_t> session = wire::SessionOfRefusedFrame(in.bytes())) {
     inbox_.Push(Work{Work::Kind::kFail, {}, *session, named});
     return;

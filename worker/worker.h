@@ -12,7 +12,18 @@
 //
 // Failure semantics: a bad frame, unknown session or failed forward pass
 // is reported to the coordinator as an ErrorReport; the daemon keeps
-// serving. Only Shutdown from a peer, or Stop(), ends Run.
+// serving. Only Shutdown from the holding coordinator, or Stop(), ends Run.
+//
+// Trust (docs/deployment.md): one coordinator holds the worker at a time:
+// the peer whose Assign it accepted. Another coordinator's Assign is
+// refused naming the holder (Overloaded) until the holder has been silent
+// for orphan_after, or at once when it presents the holder's own CURVE key
+// (a restarted coordinator; the old sessions are dropped and reported).
+// Session traffic is accepted only from the holder and from the upstream
+// stage it named; Shutdown only from the holder. Anything else, and every
+// frame that breaks a limit (WorkerOptions::limits, checked before it is
+// queued), is answered with an ErrorReport to its sender alone: no other
+// peer's session is touched or failed.
 //
 // Thread-safety: Stop() may be called from any thread; everything else
 // from the thread that calls Run. The zmq context must outlive the Worker.
@@ -34,6 +45,7 @@
 #include "engine/ops/kernels.h"
 #include "wire/messages.h"
 #include "wire/transport.h"
+#include "base/limits.h"
 #include "base/mailbox.h"
 #include "worker/stage_host.h"
 
@@ -63,6 +75,9 @@ struct WorkerOptions {
   std::chrono::milliseconds batch_window_for_testing{0};
   // Test hook, called on the compute thread with every verified hidden frame.
   std::function<void(const wire::HiddenFrame&)> observe_hidden_for_testing;
+  // Request bounds (base/limits.h): prompt tokens, sessions and frame bytes
+  // are checked on arrival; frame_bytes also caps transport.max_message_bytes.
+  Limits limits;
 };
 
 class Worker {
@@ -119,9 +134,16 @@ class Worker {
   void ServeLoop();
   void OnIncoming(const wire::Incoming& in);
   void CheckCoordinator();
-  void OnUnparsable(const wire::Incoming& in, const Status& st);
+  enum class Role { kHolder, kUpstream, kStranger };
+  void OnUnparsable(const wire::Incoming& in, Role role, const Status& st);
   void Deliver(Outgoing& o);
   void ReportToCoordinator(const Status& st, std::optional<uint64_t> session);
+  // Who sent `in`: the holding coordinator, its upstream stage, or neither.
+  Role RoleOf(const wire::Incoming& in) const;
+  // Ok, or why `m` from a peer of `role` is refused (before any work).
+  Status Admit(const wire::Incoming& in, Role role, const wire::Message& m);
+  // An ErrorReport to one peer only.
+  void ReplyError(const std::string& peer, const Status& st, std::optional<uint64_t> session);
   void Log(const std::string& line) const;
 
   zmq::context_t& context_;
@@ -133,6 +155,9 @@ class Worker {
   std::string next_key_;               // the next stage's pinned CURVE key (last Assign)
   std::string next_endpoint_;          // connected at the first frame for it
   std::string coordinator_peer_;       // ROUTER identity of the assigning coordinator
+  std::string coordinator_key_;        // its CURVE key ("" on plaintext links)
+  std::string upstream_key_;           // the previous stage's CURVE key (last Assign)
+  size_t open_sessions_ = 0;           // I/O thread: opened/forked minus released
   Mailbox<Work> inbox_;                // I/O -> compute
   Mailbox<Outgoing> outbox_;           // compute -> I/O
   std::thread compute_;
