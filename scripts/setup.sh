@@ -22,5 +22,18 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 export DEBIAN_FRONTEND=noninteractive
+# The ARM check (tests/arm) cross-builds for aarch64 and runs it under
+# qemu-user: the cross toolchain and the :arm64 -dev packages. Skip with
+# LOCKSTEP_NO_ARM64=1 (the check then reports itself skipped).
+ARM64_PACKAGES=(
+  crossbuild-essential-arm64 qemu-user
+  libssl-dev:arm64 libicu-dev:arm64 libzmq3-dev:arm64 libcapnp-dev:arm64 cppzmq-dev:arm64
+)
+
+if [ "${LOCKSTEP_NO_ARM64:-0}" != 1 ] && [ "$(dpkg --print-architecture)" = amd64 ]; then
+  $SUDO dpkg --add-architecture arm64
+  PACKAGES+=("${ARM64_PACKAGES[@]}")
+fi
+
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
