@@ -1,7 +1,11 @@
 #include "cli/serve_command.h"
 
 #include <charconv>
+#include <filesystem>
 #include <iostream>
+
+#include "cli/sharded_run.h"
+#include "coordinator/cluster_config.h"
 
 namespace lockstep::cli {
 namespace {
@@ -22,6 +26,35 @@ Status ParseListen(const std::string& text, server::HttpOptions* http) {
   return Status::Ok();
 }
 
+std::string SelfExe() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("lockstep") : p.string();
+}
+
+// Serves over loopback workers or a configured cluster, or in-process.
+Status Serve(ServeCommandOptions& o) {
+  if (!o.config_path.empty()) {
+    LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(o.config_path));
+    if (o.serve.model_dir != cfg.model_dir) {
+      return InvalidError("--model " + o.serve.model_dir + " is not the model of " +
+                          o.config_path + " (" + cfg.model_dir + ")");
+    }
+    o.serve.cluster = std::move(cfg);
+    return server::RunServer(o.serve);
+  }
+  if (o.workers == 0) return server::RunServer(o.serve);
+  LOCKSTEP_ASSIGN_OR_RETURN(
+      auto procs, WorkerProcesses::Spawn(SelfExe(), o.workers, std::chrono::milliseconds(10000)));
+  ClusterConfig cfg;
+  cfg.model_dir = o.serve.model_dir;
+  cfg.workers = procs->endpoints();
+  o.serve.cluster = std::move(cfg);
+  const Status st = server::RunServer(o.serve);
+  procs->Reap(std::chrono::milliseconds(2000));
+  return st;
+}
+
 }  // namespace
 
 CLI::App* AddServeCommand(CLI::App& app, ServeCommandOptions& o) {
@@ -30,6 +63,12 @@ CLI::App* AddServeCommand(CLI::App& app, ServeCommandOptions& o) {
   c->add_option("--model", s.model_dir, "Model folder")->required();
   c->add_option("--model-name", s.model_name, "Model id clients send (default: folder name)");
   c->add_option("--listen", o.listen, "HOST:PORT (port 0: any free port)")->default_val(o.listen);
+  auto* workers = c->add_option("--workers", o.workers,
+                                "Serve sharded over K loopback worker processes")
+                      ->check(CLI::Range(1, 64));
+  c->add_option("--config", o.config_path, "Serve sharded over a running cluster (cluster config)")
+      ->check(CLI::ExistingFile)
+      ->excludes(workers);
   c->add_option("--threads", s.threads, "Compute threads (including the scheduler)")->default_val(1);
   c->add_option("--isa", s.isa, "Kernels: scalar|avx2|avx512|neon|auto")->default_val("auto");
   c->add_option("--max-sessions", s.scheduler.max_sessions, "Concurrent sessions before 429")
@@ -58,7 +97,7 @@ int RunServeCommand(ServeCommandOptions& o) {
   if (st.ok()) {
     o.serve.scheduler.kv_budget_bytes = static_cast<uint64_t>(o.kv_budget_mib * 1048576.0);
     o.serve.scheduler.prefix_budget_bytes = static_cast<uint64_t>(o.prefix_cache_mib * 1048576.0);
-    st = server::RunServer(o.serve);
+    st = Serve(o);
   }
   if (!st.ok()) {
     std::cerr << "lockstep serve: " << st.ToString() << "\n";

@@ -107,16 +107,21 @@ void Api::Handle(const std::string& method, const std::string& target, const std
     return Respond(200, "application/json", Dump({{"object", "list"}, {"data", json::array({m})}}), ex);
   }
   if (path == "/healthz" && get) {
+    // A dead worker breaks the whole pipeline: every stage reports it.
+    const Status cluster = ctx_.cluster ? ctx_.cluster->health() : Status::Ok();
     json stages = json::array();
     for (const StageInfo& s : ctx_.stages) {
-      stages.push_back({{"endpoint", s.endpoint}, {"layers", {s.lo, s.hi}}, {"status", "ok"}});
+      json w = {{"endpoint", s.endpoint}, {"layers", {s.lo, s.hi}}, {"status", cluster.ok() ? "ok" : "failed"}};
+      if (!cluster.ok()) w["error"] = cluster.ToString();
+      stages.push_back(std::move(w));
     }
-    json h = {{"status", shutting_down_ ? "shutting_down" : "ok"},
+    const char* status = shutting_down_ ? "shutting_down" : cluster.ok() ? "ok" : "degraded";
+    json h = {{"status", status},
               {"model", ctx_.model.id},
               {"plan", ctx_.plan.empty() ? "monolithic" : ctx_.plan},
               {"coordinator", {{"status", "ok"}, {"active_sessions", ctx_.scheduler->ActiveSessions()}}},
               {"workers", stages}};
-    return Respond(shutting_down_ ? 503 : 200, "application/json", Dump(h), ex);
+    return Respond(shutting_down_ || !cluster.ok() ? 503 : 200, "application/json", Dump(h), ex);
   }
   if (path == "/metrics" && get) {
     return Respond(200, "text/plain; version=0.0.4", ctx_.metrics->Render(), ex);

@@ -35,6 +35,7 @@ struct ApiContext {
   std::vector<StageInfo> stages;  // for /healthz
   Scheduler* scheduler = nullptr;
   Metrics* metrics = nullptr;
+  Coordinator* cluster = nullptr;  // set when serving sharded (its health)
 };
 
 class Api {

@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <future>
 #include <iostream>
 
 #include "engine/ops/fp_env.h"
@@ -31,7 +32,9 @@ struct Scheduler::Session {
   uint64_t reserved_bytes = 0;
   Clock::time_point submitted, last_token;
 
-  std::optional<KvCache> cache;
+  std::optional<KvCache> cache;           // in-process
+  std::unique_ptr<RemoteSession> remote;  // on a cluster
+  std::vector<float> remote_logits;
   std::optional<WitnessChain> chain;
   size_t fed = 0;  // prompt tokens in the cache
   uint32_t prefix_reused = 0;
@@ -44,9 +47,10 @@ struct Scheduler::Session {
   bool finished = false;
 };
 
-Scheduler::Scheduler(const Stage& stage, const WitnessSeed& seed, const Tokenizer* tokenizer,
+Scheduler::Scheduler(SchedulerBackend backend, const WitnessSeed& seed, const Tokenizer* tokenizer,
                      std::vector<uint32_t> eos, SchedulerOptions options, Metrics& metrics)
-    : stage_(stage),
+    : stage_(backend.stage),
+      cluster_(backend.cluster),
       seed_(seed),
       tokenizer_(tokenizer),
       eos_(std::move(eos)),
@@ -54,9 +58,16 @@ Scheduler::Scheduler(const Stage& stage, const WitnessSeed& seed, const Tokenize
       metrics_(metrics),
       bytes_per_position_(0),
       prefix_(options.prefix_budget_bytes) {
-  KvCache one = stage.NewCache();
-  one.Append(1, 0);
-  bytes_per_position_ = PrefixCache::BytesOf(one);
+  if (stage_ != nullptr) {
+    KvCache one = stage_->NewCache();
+    one.Append(1, 0);
+    bytes_per_position_ = PrefixCache::BytesOf(one);
+  } else {  // the same accounting, summed over the workers' layers
+    const ModelConfig& c = cluster_->model_config();
+    const uint64_t kv_width = static_cast<uint64_t>(c.num_kv_heads) * c.head_dim;
+    bytes_per_position_ =
+        3 * static_cast<uint64_t>(c.num_layers) * kv_width * sizeof(float) + sizeof(int64_t);
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -166,6 +177,16 @@ void Scheduler::Loop() {
 void Scheduler::Admit(std::unique_ptr<Session> s) {
   const GenerationSpec& spec = s->spec;
   s->chain.emplace(seed_, spec.prompt);
+  if (cluster_ != nullptr) {
+    Result<std::unique_ptr<RemoteSession>> r = cluster_->OpenSession(spec.window);
+    active_.push_back(std::move(s));
+    if (!r.ok()) {
+      Retire(*active_.back(), "error", r.status().ToString());
+    } else {
+      active_.back()->remote = std::move(*r);
+    }
+    return;
+  }
   const int window_key = spec.window.value_or(-1);
   std::optional<KvCache> hit;
   if (!s->twin) {
@@ -177,7 +198,7 @@ void Scheduler::Admit(std::unique_ptr<Session> s) {
     s->prefix_reused = static_cast<uint32_t>(hit->size());
     s->cache = std::move(hit);
   } else {
-    s->cache = stage_.NewCache();
+    s->cache = stage_->NewCache();
     if (spec.window) {
       for (int l = s->cache->lo(); l < s->cache->hi(); ++l) {
         if (Status st = s->cache->SetWindow(l, *spec.window); !st.ok()) {
@@ -192,22 +213,57 @@ void Scheduler::Admit(std::unique_ptr<Session> s) {
   active_.push_back(std::move(s));
 }
 
+std::span<const uint32_t> Scheduler::StepTokens(Session& s, size_t* budget) {
+  if (s.fed >= s.spec.prompt.size()) return s.next_token;
+  const size_t n = std::min(*budget, s.spec.prompt.size() - s.fed);
+  *budget -= n;
+  return std::span<const uint32_t>(s.spec.prompt).subspan(s.fed, n);
+}
+
+void Scheduler::StepCluster() {
+  std::vector<Session*> batch;
+  std::vector<std::future<Status>> replies;
+  size_t budget = options_.prefill_chunk;
+  const auto t0 = Clock::now();
+  for (auto& sp : active_) {
+    Session& s = *sp;
+    const std::span<const uint32_t> tokens = StepTokens(s, &budget);
+    if (tokens.empty()) continue;
+    s.step_tokens = tokens.size();
+    batch.push_back(&s);
+    // Every session's step is in flight at once, so the workers find them
+    // queued together and batch them.
+    replies.push_back(std::async(std::launch::async, [&s, tokens] {
+      return s.remote->Feed(tokens, &s.remote_logits);
+    }));
+  }
+  std::vector<Status> got;
+  for (auto& r : replies) got.push_back(r.get());
+  if (batch.empty()) return;
+  metrics_.Step(batch.size(), std::chrono::duration<double>(Clock::now() - t0).count());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Session& s = *batch[i];
+    if (!got[i].ok()) {
+      Retire(s, "error", got[i].ToString());
+      continue;
+    }
+    const bool prefilling = s.fed < s.spec.prompt.size();
+    if (prefilling) s.fed += s.step_tokens;
+    if (prefilling && s.fed < s.spec.prompt.size()) continue;  // more chunks to come
+    OnLogits(s, s.remote_logits);
+  }
+}
+
 void Scheduler::Step() {
+  if (cluster_ != nullptr) return StepCluster();
   std::vector<Stage::BatchItem> items;
   std::vector<Session*> batch;
   size_t budget = options_.prefill_chunk;
   for (auto& sp : active_) {
     Session& s = *sp;
-    std::span<const uint32_t> tokens;
-    if (s.fed < s.spec.prompt.size()) {
-      if (budget == 0) continue;
-      const size_t n = std::min(budget, s.spec.prompt.size() - s.fed);
-      budget -= n;
-      tokens = std::span<const uint32_t>(s.spec.prompt).subspan(s.fed, n);
-    } else {
-      tokens = s.next_token;
-    }
-    if (Status st = stage_.Embed(tokens, &s.hidden); !st.ok()) {
+    const std::span<const uint32_t> tokens = StepTokens(s, &budget);
+    if (tokens.empty()) continue;
+    if (Status st = stage_->Embed(tokens, &s.hidden); !st.ok()) {
       Retire(s, "error", st.ToString());
       continue;
     }
@@ -217,11 +273,11 @@ void Scheduler::Step() {
   }
   if (batch.empty()) return;
   const auto t0 = Clock::now();
-  if (Status st = stage_.ForwardBatch(items, scratch_); !st.ok()) {
+  if (Status st = stage_->ForwardBatch(items, scratch_); !st.ok()) {
     for (Session* s : batch) Retire(*s, "error", st.ToString());
     return;
   }
-  const size_t h = stage_.hidden(), vocab = stage_.vocab();
+  const size_t h = stage_->hidden(), vocab = stage_->vocab();
   std::vector<Session*> emitting;
   rows_.clear();
   for (Session* s : batch) {
@@ -237,7 +293,7 @@ void Scheduler::Step() {
     emitting.push_back(s);
   }
   logits_.resize(emitting.size() * vocab);
-  if (!emitting.empty()) stage_.LogitsBatch(rows_, logits_, scratch_);
+  if (!emitting.empty()) stage_->LogitsBatch(rows_, logits_, scratch_);
   metrics_.Step(batch.size(), std::chrono::duration<double>(Clock::now() - t0).count());
   for (size_t i = 0; i < emitting.size(); ++i) {
     OnLogits(*emitting[i], std::span<const float>(logits_.data() + i * vocab, vocab));
@@ -264,7 +320,8 @@ void Scheduler::OnLogits(Session& s, std::span<const float> logits) {
   s.last_token = now;
   for (const EvictSpec& e : s.spec.evictions) {
     if (e.step != step) continue;
-    if (Status st = s.cache->Evict(e.from, e.count); !st.ok()) {
+    const Status st = s.remote ? s.remote->Evict(e.from, e.count) : s.cache->Evict(e.from, e.count);
+    if (!st.ok()) {
       Retire(s, "error",
              "evict " + std::to_string(e.from) + ":" + std::to_string(e.count) + "@" +
                  std::to_string(e.step) + ": " + st.ToString());
@@ -295,6 +352,7 @@ void Scheduler::Retire(Session& s, std::string reason, std::string error) {
   f.result.argmax_digest = ArgmaxDigest(s.spec.prompt, s.generated);
   f.prefix_reused = s.prefix_reused;
   s.cache.reset();  // the KV goes now, not when the client reads
+  s.remote.reset();  // released on every worker
   s.hidden = {};
   {
     std::lock_guard<std::mutex> l(mu_);

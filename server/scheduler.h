@@ -1,6 +1,9 @@
 // Scheduler: continuous batching over one in-process Stage holding every
-// layer. One thread advances every active session by one token per step
-// as ONE ForwardBatch + LogitsBatch; new requests are admitted and
+// layer, or over a cluster (a Coordinator and its workers). One thread
+// advances every active session by one token per step: in-process as ONE
+// ForwardBatch + LogitsBatch; on a cluster every session's step is sent at
+// once (RemoteSession per session) and the workers batch the steps queued
+// for them as one ForwardBatch. New requests are admitted and
 // finished or cancelled ones retired between steps. A prompt is prefilled
 // in chunks of at most `prefill_chunk` tokens per step (all prefilling
 // sessions share that budget), so a long prompt delays the others' next
@@ -11,6 +14,10 @@
 // PrefixCache (engine/stage.h, engine/prefix.h), and tokens are chosen by
 // ChooseToken with the step index — so every session's tokens and digests
 // equal its solo `lockstep run`.
+//
+// A cluster session whose step fails (a worker died, a timeout) is closed
+// with reason "error" naming the worker; the others carry on. The prefix
+// cache is in-process only.
 //
 // Limits, checked in Submit before any work: sessions (queued + active,
 // a determinism_check twin counts) and KV bytes reserved for
@@ -27,6 +34,7 @@
 #include <variant>
 #include <vector>
 
+#include "coordinator/coordinator.h"
 #include "engine/stage.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/witness.h"
@@ -45,12 +53,18 @@ struct SchedulerOptions {
   size_t min_prefix_tokens = 4;  // shorter shared prefixes are recomputed
 };
 
+// Where the forwards run: exactly one of the two is set; it outlives the
+// scheduler. stage: first and last (every layer).
+struct SchedulerBackend {
+  const Stage* stage = nullptr;
+  Coordinator* cluster = nullptr;
+};
+
 class Scheduler {
  public:
-  // stage: first and last, outlives the scheduler. tokenizer may be null
-  // (then stop strings are refused by the caller). eos: ids that end a
-  // generation with finish_reason "stop".
-  Scheduler(const Stage& stage, const WitnessSeed& seed, const Tokenizer* tokenizer,
+  // tokenizer may be null (then stop strings are refused by the caller).
+  // eos: ids that end a generation with finish_reason "stop".
+  Scheduler(SchedulerBackend backend, const WitnessSeed& seed, const Tokenizer* tokenizer,
             std::vector<uint32_t> eos, SchedulerOptions options, Metrics& metrics);
   ~Scheduler();  // Shutdown(0) if still running
 
@@ -68,10 +82,15 @@ class Scheduler {
   void Loop();
   void Admit(std::unique_ptr<Session> s);
   void Step();
+  void StepCluster();
+  // The tokens `s` feeds this step (a prompt chunk within *budget, or its
+  // last token); empty when the prefill budget is spent.
+  std::span<const uint32_t> StepTokens(Session& s, size_t* budget);
   void OnLogits(Session& s, std::span<const float> logits);
   void Retire(Session& s, std::string reason, std::string error);
 
-  const Stage& stage_;
+  const Stage* stage_;
+  Coordinator* cluster_;
   WitnessSeed seed_;
   const Tokenizer* tokenizer_;
   std::vector<uint32_t> eos_;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/limits.h"
+#include "coordinator/coordinator.h"
 #include "engine/model_loader.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/thread_pool.h"
@@ -39,19 +40,9 @@ std::string BaseName(std::string dir) {
   return slash == std::string::npos ? dir : dir.substr(slash + 1);
 }
 
-}  // namespace
-
-Status RunServer(const ServeOptions& o) {
-  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, ModelPins{}));
-  const ops::Kernels* kernels = ops::KernelsByName(o.isa);
-  if (kernels == nullptr) return InvalidError("--isa " + o.isa + " is not available here");
-  LOCKSTEP_ASSIGN_OR_RETURN(auto pool, ops::ThreadPool::Create(o.threads));
-  const StageSpec all{0, model.config.num_layers, true, true};
-  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights weights,
-                            LoadStageWeights(*model.weights, model.config, all,
-                                             WeightFormat::kPackedBf16, pool.get()));
-  Stage stage(model.config, std::move(weights), *kernels, StageOptions{pool.get()});
-
+// Serves the API over `backend` until SIGTERM/SIGINT.
+Status Serve(const ServeOptions& o, const lockstep::ModelInfo& model, SchedulerBackend backend,
+             std::string plan, std::vector<StageInfo> stages) {
   std::optional<Tokenizer> tokenizer;
   if (model.files.has_tokenizer) {
     LOCKSTEP_ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::FromFile(model.files.tokenizer_path));
@@ -74,10 +65,11 @@ Status RunServer(const ServeOptions& o) {
   ctx.model.chat = chat.ok() ? &*chat : nullptr;
   ctx.eos = ReadEos(model.files.config_path);
   ctx.seed = model.Seed();
-  ctx.plan = "";  // monolithic
-  ctx.stages = {StageInfo{"in-process", 0, model.config.num_layers}};
+  ctx.plan = std::move(plan);
+  ctx.stages = std::move(stages);
+  ctx.cluster = backend.cluster;
   Metrics metrics;
-  Scheduler scheduler(stage, ctx.seed, ctx.model.tokenizer, ctx.eos, o.scheduler, metrics);
+  Scheduler scheduler(backend, ctx.seed, ctx.model.tokenizer, ctx.eos, o.scheduler, metrics);
   ctx.scheduler = &scheduler;
   ctx.metrics = &metrics;
   Api api(std::move(ctx));
@@ -87,6 +79,39 @@ Status RunServer(const ServeOptions& o) {
         std::cout << "lockstep serve: listening on " << o.http.host << ":" << port << std::endl;
       },
       [&] { scheduler.Shutdown(std::chrono::milliseconds(o.shutdown_grace_ms)); });
+}
+
+Status ServeSharded(const ServeOptions& o) {
+  ClusterConfig cfg = *o.cluster;
+  cfg.model_dir = o.model_dir;
+  LOCKSTEP_ASSIGN_OR_RETURN(lockstep::ModelInfo model, InspectModelDir(o.model_dir, cfg.pins));
+  zmq::context_t context(1);
+  LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg, model));
+  std::vector<StageInfo> stages;
+  for (const WorkerInfo& w : coordinator->workers()) {
+    stages.push_back(StageInfo{w.endpoint, w.spec.lo, w.spec.hi});
+  }
+  const Status st = Serve(o, model, SchedulerBackend{nullptr, coordinator.get()},
+                          coordinator->plan_text(), std::move(stages));
+  coordinator->ShutdownWorkers("server stopped");
+  return st;
+}
+
+}  // namespace
+
+Status RunServer(const ServeOptions& o) {
+  if (o.cluster) return ServeSharded(o);
+  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, ModelPins{}));
+  const ops::Kernels* kernels = ops::KernelsByName(o.isa);
+  if (kernels == nullptr) return InvalidError("--isa " + o.isa + " is not available here");
+  LOCKSTEP_ASSIGN_OR_RETURN(auto pool, ops::ThreadPool::Create(o.threads));
+  const StageSpec all{0, model.config.num_layers, true, true};
+  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights weights,
+                            LoadStageWeights(*model.weights, model.config, all,
+                                             WeightFormat::kPackedBf16, pool.get()));
+  Stage stage(model.config, std::move(weights), *kernels, StageOptions{pool.get()});
+  return Serve(o, model, SchedulerBackend{&stage, nullptr}, "",
+               {StageInfo{"in-process", 0, model.config.num_layers}});
 }
 
 }  // namespace lockstep::server

@@ -2,14 +2,18 @@
 // loaded, and serves the HTTP API (server/api.h) until SIGTERM/SIGINT,
 // then shuts down gracefully (server/http_server.h) and returns Ok.
 // In-process (monolithic): one Stage over every layer, batched by the
-// Scheduler. Readiness: one line "lockstep serve: listening on HOST:PORT"
+// Scheduler. Sharded (`cluster` set): a Coordinator over the cluster's
+// workers (running already; the caller spawns loopback ones), which it
+// asks to exit when the server stops. Readiness: one line "lockstep serve: listening on HOST:PORT"
 // on stdout once the socket accepts connections.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
+#include "coordinator/cluster_config.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
 
@@ -23,6 +27,7 @@ struct ServeOptions {
   std::string isa = "auto";
   SchedulerOptions scheduler;
   int shutdown_grace_ms = 10000;
+  std::optional<ClusterConfig> cluster;  // its model_dir is model_dir
 };
 
 Status RunServer(const ServeOptions& options);

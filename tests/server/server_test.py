@@ -453,6 +453,95 @@ class LimitsTest(unittest.TestCase):
             requests.get(srv.url + "/healthz", timeout=5)
 
 
+class ShardedTest(unittest.TestCase):
+    """`serve --workers 3`: every answer equals the solo monolithic run."""
+
+    @classmethod
+    def setUpClass(cls):
+        os.makedirs(ARGS.tmp, exist_ok=True)
+        cls.model = os.path.join(ARGS.tmp, "model")
+        make_model(cls.model)
+        cls.server = Server(cls.model, "--workers", "3", "--threads", "1")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def assertSameAsSolo(self, body, answer):
+        ApiTest.assertSameAsSolo(self, body, answer)
+
+    def workers(self):
+        pid = self.server.proc.pid
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(p) for p in f.read().split()]
+
+    def test_1_healthz_lists_every_stage(self):
+        h = requests.get(self.server.url + "/healthz", timeout=10).json()
+        self.assertEqual(h["status"], "ok")
+        self.assertIn("active_sessions", h["coordinator"])
+        self.assertEqual(len(h["workers"]), 3)
+        ranges = [w["layers"] for w in h["workers"]]
+        self.assertEqual(ranges[0][0], 0)
+        self.assertEqual(ranges[-1][1], 4)
+        for a, b in zip(ranges, ranges[1:]):
+            self.assertEqual(a[1], b[0])
+        for w in h["workers"]:
+            self.assertTrue(w["endpoint"].startswith("tcp://127.0.0.1:"), w)
+        self.assertEqual(h["plan"], ",".join("%d:%d" % tuple(r) for r in ranges))
+
+    def test_2_greedy_and_seeded_equal_monolithic(self):
+        greedy = {"prompt": [5, 9, 13, 2, 7], "max_tokens": 6}
+        a = self.server.post("/v1/completions", greedy)
+        self.assertEqual(a.status_code, 200, a.text)
+        self.assertSameAsSolo(greedy, a.json())
+        sampled = {"prompt": [3, 1, 4, 1, 5, 9], "max_tokens": 8, "temperature": 0.9,
+                   "top_k": 40, "top_p": 0.95, "seed": 1234}
+        b = self.server.post("/v1/completions", sampled)
+        self.assertEqual(b.status_code, 200, b.text)
+        self.assertSameAsSolo(sampled, b.json())
+
+    def test_3_concurrent_clients_each_equal_solo(self):
+        bodies = [{"prompt": [1 + i, 2 + 2 * i, 3 + i], "max_tokens": 4 + i % 3,
+                   "temperature": 0.7 if i % 2 else 0, "seed": 100 + i} for i in range(6)]
+        answers = [None] * len(bodies)
+
+        def go(i):
+            answers[i] = self.server.post("/v1/completions", bodies[i])
+
+        threads = [threading.Thread(target=go, args=(i,)) for i in range(len(bodies))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for body, a in zip(bodies, answers):
+            self.assertEqual(a.status_code, 200, a.text)
+            self.assertSameAsSolo(body, a.json())
+        m = self.server.metrics()
+        batched = sum(v for (name, labels), v in m.items()
+                      if name == "lockstep_batch_rows_sum")
+        steps = sum(v for (name, labels), v in m.items()
+                    if name == "lockstep_batch_rows_count")
+        self.assertGreater(batched, steps, "no step carried more than one session")
+
+    def test_4_killed_worker_fails_requests_clearly_and_server_stays_up(self):
+        kids = self.workers()
+        self.assertEqual(len(kids), 3)
+        os.kill(kids[1], signal.SIGKILL)
+        deadline = time.time() + 30
+        while True:  # the coordinator notices within heartbeat * liveness
+            a = self.server.post("/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 3})
+            if a.status_code != 200 or time.time() > deadline:
+                break
+        self.assertEqual(a.status_code, 500, a.text)
+        err = a.json()["error"]
+        self.assertEqual(err["code"], "generation_failed")
+        self.assertIn("worker", err["message"])
+        h = requests.get(self.server.url + "/healthz", timeout=10)
+        self.assertEqual(h.status_code, 503)
+        self.assertEqual(h.json()["status"], "degraded")
+        self.assertIsNone(self.server.proc.poll())
+
+
 def main():
     global ARGS
     p = argparse.ArgumentParser()
