@@ -96,6 +96,13 @@ void Metrics::SetPrefixBytes(uint64_t bytes) {
   prefix_bytes_ = bytes;
 }
 
+void Metrics::SetWire(uint64_t to, uint64_t from) {
+  std::lock_guard<std::mutex> l(mu_);
+  wire_set_ = true;
+  wire_to_ = to;
+  wire_from_ = from;
+}
+
 void Metrics::SetQueue(size_t queued, size_t active) {
   std::lock_guard<std::mutex> l(mu_);
   queued_ = queued;
@@ -131,7 +138,15 @@ std::string Metrics::Render() const {
   Scalar("lockstep_prefix_cache_bytes", "gauge", "Bytes held by the prefix cache",
          static_cast<double>(prefix_bytes_), &out);
   Scalar("lockstep_stage_compute_seconds_total", "counter",
-         "Time in batched forward passes (stage=all layers in process)", compute_seconds_, &out);
+         "Time in batched steps (in process: the forward passes; sharded: every stage and hop, round trip)", compute_seconds_, &out);
+  if (wire_set_) {
+    Head("lockstep_wire_bytes_total", "counter",
+         "Bytes on the coordinator's links (to_workers: to the first stage; from_workers: "
+         "from the last)", &out);
+    out += "lockstep_wire_bytes_total{direction=\"to_workers\"} " + std::to_string(wire_to_) + "\n";
+    out += "lockstep_wire_bytes_total{direction=\"from_workers\"} " + std::to_string(wire_from_) +
+           "\n";
+  }
   ttft_.Write("lockstep_time_to_first_token_seconds", "Admission to first token", &out);
   itl_.Write("lockstep_inter_token_seconds", "Time between a session's tokens", &out);
   batch_.Write("lockstep_batch_rows", "Sessions advanced by one batched step", &out);

@@ -38,6 +38,9 @@ class Metrics {
   void PrefixLookup(bool hit, uint64_t reused_tokens);
   void SetPrefixBytes(uint64_t bytes);
   void SetQueue(size_t queued, size_t active);
+  // Sharded: bytes on the coordinator's links to its workers so far (the
+  // hops coordinator -> first stage and last stage -> coordinator).
+  void SetWire(uint64_t bytes_to_workers, uint64_t bytes_from_workers);
 
   std::string Render() const;
 
@@ -49,6 +52,8 @@ class Metrics {
   uint64_t prefix_hits_ = 0, prefix_misses_ = 0, prefix_reused_tokens_ = 0, prefix_bytes_ = 0;
   uint64_t queued_ = 0, active_ = 0;
   double compute_seconds_ = 0;
+  bool wire_set_ = false;
+  uint64_t wire_to_ = 0, wire_from_ = 0;
   Histogram ttft_, itl_, batch_, step_;
 };
 

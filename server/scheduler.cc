@@ -241,6 +241,8 @@ void Scheduler::StepCluster() {
   for (auto& r : replies) got.push_back(r.get());
   if (batch.empty()) return;
   metrics_.Step(batch.size(), std::chrono::duration<double>(Clock::now() - t0).count());
+  const WireStats wire = cluster_->stats();
+  metrics_.SetWire(wire.bytes_sent, wire.bytes_received);
   for (size_t i = 0; i < batch.size(); ++i) {
     Session& s = *batch[i];
     if (!got[i].ok()) {

@@ -522,6 +522,13 @@ class ShardedTest(unittest.TestCase):
         steps = sum(v for (name, labels), v in m.items()
                     if name == "lockstep_batch_rows_count")
         self.assertGreater(batched, steps, "no step carried more than one session")
+        to = m[("lockstep_wire_bytes_total", (("direction", "to_workers"),))]
+        back = m[("lockstep_wire_bytes_total", (("direction", "from_workers"),))]
+        # Every step's logits came back: at least 4 bytes per vocab entry per token.
+        generated = sum(len(a.json()["receipt"]["generated_token_ids"]) for a in answers)
+        self.assertGreaterEqual(back, generated * 4 * 49152 if os.path.exists(os.path.join(
+            ARGS.shared, "fixtures/smollm2-135m/tokenizer.json")) else generated * 4 * 512)
+        self.assertGreater(to, 0)
 
     def test_4_killed_worker_fails_requests_clearly_and_server_stays_up(self):
         kids = self.workers()
