@@ -48,7 +48,7 @@ Status Serve(ServeCommandOptions& o) {
       auto procs, WorkerProcesses::Spawn(SelfExe(), o.workers, std::chrono::milliseconds(10000)));
   ClusterConfig cfg;
   cfg.model_dir = o.serve.model_dir;
-  cfg.workers = procs->endpoints();
+  procs->ApplyTo(&cfg);  // endpoints and the ephemeral CURVE keys
   o.serve.cluster = std::move(cfg);
   const Status st = server::RunServer(o.serve);
   procs->Reap(std::chrono::milliseconds(2000));
