@@ -111,7 +111,7 @@ n=0
 while read -r args; do
   # shellcheck disable=SC2086
   timeout "$TIMEOUT" "${DC[@]}" run --rm -T --entrypoint lockstep reference \
-    run --model /models/demo $args --json >"$OUT/mono.$n" 2>"$OUT/mono.err" \
+    run --model /models/demo $args --json </dev/null >"$OUT/mono.$n" 2>"$OUT/mono.err" \
     || { cat "$OUT/mono.err" >&2; fail "reference run $n failed"; }
   n=$((n + 1))
 done <"$OUT/ref-args"
@@ -138,6 +138,7 @@ for i in range(n):
     print(f"    request {i}: cis2_ref={shard.get('cis2_ref')} " +
           ("== monolithic" if not diff else f"DIFFERS in {diff}"))
     bad += bool(diff)
+if n != len(served): sys.exit(f"{n} monolithic runs for {len(served)} requests")
 sys.exit(1 if bad else 0)
 PY
 log "PASS: served by the coordinator over 3 worker containers == monolithic"
