@@ -4,21 +4,26 @@
 
 namespace lockstep {
 
-LocalBackend::LocalBackend(const Stage& stage) : stage_(stage), cache_(stage.NewCache()) {
+LocalBackend::LocalBackend(const Stage& stage, size_t reserve_positions)
+    : stage_(stage),
+      cache_(stage.NewCache(reserve_positions)),
+      scratch_(stage.NewScratch(1, reserve_positions)) {
   assert(stage.spec().first && stage.spec().last);
+  hidden_.reserve(stage.hidden());
 }
 
 LocalBackend::LocalBackend(const Stage& stage, KvCache cache)
-    : stage_(stage), cache_(std::move(cache)) {}
+    : stage_(stage), cache_(std::move(cache)), scratch_(stage.NewScratch(1, cache_.size())) {}
 
 Status LocalBackend::Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) {
   if (tokens.empty()) return InvalidError("no tokens to feed");
   LOCKSTEP_RETURN_IF_ERROR(stage_.Embed(tokens, &hidden_));
   const int64_t first_pos = static_cast<int64_t>(cache_.size());
-  LOCKSTEP_RETURN_IF_ERROR(stage_.Forward(hidden_, first_pos, cache_));
+  LOCKSTEP_RETURN_IF_ERROR(stage_.Forward(hidden_, first_pos, cache_, scratch_));
   logits->resize(stage_.vocab());
   const size_t h = stage_.hidden();
-  stage_.Logits(std::span<const float>(hidden_.data() + (tokens.size() - 1) * h, h), *logits);
+  stage_.Logits(std::span<const float>(hidden_.data() + (tokens.size() - 1) * h, h), *logits,
+                scratch_);
   return Status::Ok();
 }
 

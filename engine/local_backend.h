@@ -1,7 +1,12 @@
 // LocalBackend: a StepBackend that runs one in-process Stage holding every
-// layer (a monolithic run) over its own KvCache.
+// layer (a monolithic run) over its own KvCache and ForwardScratch. This is
+// the path `lockstep run` and `lockstep bench` both time: with the cache
+// reserved for the whole decode, a decode step (Feed of one token)
+// allocates nothing once the prefill has sized the scratch.
 // `stage` must outlive the backend. Thread-compatible.
 #pragma once
+
+#include <vector>
 
 #include "engine/decode.h"
 #include "engine/kv_cache.h"
@@ -11,9 +16,12 @@ namespace lockstep {
 
 class LocalBackend final : public StepBackend {
  public:
-  // REQUIRES: stage.spec() is first and last.
-  explicit LocalBackend(const Stage& stage);
-  LocalBackend(const Stage& stage, KvCache cache);  // resume from a cloned prefix
+  // REQUIRES: stage.spec() is first and last. reserve_positions: cache
+  // entries (and attention keys) reserved up front, e.g. prompt + gen; the
+  // cache still grows past it, allocating.
+  explicit LocalBackend(const Stage& stage, size_t reserve_positions = 0);
+  // Resumes from a cloned prefix.
+  LocalBackend(const Stage& stage, KvCache cache);
 
   Status Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) override;
   Status Evict(uint32_t from, uint32_t count) override;
@@ -26,6 +34,7 @@ class LocalBackend final : public StepBackend {
  private:
   const Stage& stage_;
   KvCache cache_;
+  ForwardScratch scratch_;
   std::vector<float> hidden_;  // [n][hidden]
 };
 

@@ -1,5 +1,6 @@
 #include "engine/model_loader.h"
 
+#include "engine/ops/dispatch.h"
 #include "engine/ops/pinned_math.h"
 #include "engine/ops/rope.h"
 
@@ -46,10 +47,22 @@ Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins) {
   return MapWeights(std::move(info));
 }
 
-Result<std::unique_ptr<Stage>> LoadStage(const OpenModel& model, const StageSpec& spec,
-                                         const ops::Kernels& kernels) {
-  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights w, LoadStageWeights(*model.weights, model.config, spec));
-  return std::make_unique<Stage>(model.config, std::move(w), kernels);
+Result<LoadedStage> LoadStage(const OpenModel& model, const StageSpec& spec,
+                              const ComputeOptions& compute) {
+  const ops::Kernels* kernels = ops::KernelsByName(compute.isa);
+  if (kernels == nullptr) {
+    return InvalidError("--isa " + compute.isa + " is unknown or not supported by this CPU");
+  }
+  if (compute.threads == 0) return InvalidError("--threads must be at least 1");
+  LoadedStage out;
+  if (compute.threads > 1) {
+    LOCKSTEP_ASSIGN_OR_RETURN(out.pool, ops::ThreadPool::Create(compute.threads));
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights w, LoadStageWeights(*model.weights, model.config, spec,
+                                                             compute.weights, out.pool.get()));
+  out.stage = std::make_unique<Stage>(model.config, std::move(w), *kernels,
+                                      StageOptions{out.pool.get()});
+  return out;
 }
 
 }  // namespace lockstep

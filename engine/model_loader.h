@@ -14,7 +14,9 @@
 #include "engine/io/model_files.h"
 #include "engine/io/safetensors.h"
 #include "engine/ops/kernels.h"
+#include "engine/ops/thread_pool.h"
 #include "engine/stage.h"
+#include "engine/weights.h"
 #include "engine/witness.h"
 
 namespace lockstep {
@@ -45,7 +47,28 @@ Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins);
 // Validates the config for the forward pass (head_dim limits etc.).
 Status CheckSupported(const ModelConfig& config);
 
-Result<std::unique_ptr<Stage>> LoadStage(const OpenModel& model, const StageSpec& spec,
-                                         const ops::Kernels& kernels);
+// How a Stage computes. Every choice gives the same bits (CIS-2 §5);
+// they differ only in speed and memory.
+struct ComputeOptions {
+  std::string isa = "auto";  // scalar|avx2|avx512|neon|auto (ops::KernelsByName)
+  size_t threads = 1;        // compute threads, including the caller
+  WeightFormat weights = WeightFormat::kPackedBf16;
+};
+
+// A Stage with the thread pool it computes on (declared first, so it
+// outlives the stage). Dereferences to the Stage.
+struct LoadedStage {
+  std::unique_ptr<ops::ThreadPool> pool;  // null for one thread
+  std::unique_ptr<Stage> stage;
+
+  explicit operator bool() const { return stage != nullptr; }
+  Stage& operator*() const { return *stage; }
+  Stage* operator->() const { return stage.get(); }
+};
+
+// The one way to build a Stage. Invalid naming --isa for kernels this CPU
+// lacks, or --threads for 0.
+Result<LoadedStage> LoadStage(const OpenModel& model, const StageSpec& spec,
+                              const ComputeOptions& compute);
 
 }  // namespace lockstep

@@ -119,11 +119,6 @@ Status Stage::Embed(std::span<const uint32_t> tokens, std::vector<float>* hidden
   return Status::Ok();
 }
 
-Status Stage::Forward(std::span<float> hidden, int64_t first_pos, KvCache& cache) const {
-  ForwardScratch scratch;
-  return Forward(hidden, first_pos, cache, scratch);
-}
-
 Status Stage::Forward(std::span<float> hidden, int64_t first_pos, KvCache& cache,
                       ForwardScratch& s) const {
   const BatchItem item{hidden, first_pos, &cache};
@@ -287,11 +282,6 @@ void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
   });
   MatMul({{&w.down_proj.packed, s.gate.data(), s.attn.data()}}, n);
   ops::AddInPlace(hidden, s.attn.data(), n * h);  // §10 residual
-}
-
-void Stage::Logits(std::span<const float> row, std::span<float> logits) const {
-  ForwardScratch scratch;
-  Logits(row, logits, scratch);
 }
 
 void Stage::Logits(std::span<const float> row, std::span<float> logits, ForwardScratch& s) const {

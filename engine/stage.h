@@ -92,7 +92,6 @@ class Stage {
   // Runs layers [lo, hi) over n = hidden.size()/hidden() positions, which
   // are first_pos .. first_pos+n-1, appending their K/V to `cache`.
   // Invalid if first_pos does not follow the cache's last position.
-  Status Forward(std::span<float> hidden, int64_t first_pos, KvCache& cache) const;
   Status Forward(std::span<float> hidden, int64_t first_pos, KvCache& cache,
                  ForwardScratch& scratch) const;
 
@@ -107,7 +106,6 @@ class Stage {
   Status ForwardBatch(std::span<const BatchItem> items, ForwardScratch& scratch) const;
 
   // Last stage only: logits = head(rmsnorm(row)) (§11.1). logits: [vocab].
-  void Logits(std::span<const float> row, std::span<float> logits) const;
   void Logits(std::span<const float> row, std::span<float> logits, ForwardScratch& scratch) const;
   // rows: [n][hidden] -> logits: [n][vocab], one pass over the head.
   void LogitsBatch(std::span<const float> rows, std::span<float> logits,

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "base/limits.h"
+#include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
 
 namespace lockstep {
@@ -36,8 +37,8 @@ uint64_t ResidentBytes() {
   return 0;
 }
 
-StageHost::StageHost(std::string worker_name, const ops::Kernels& kernels)
-    : name_(std::move(worker_name)), kernels_(kernels) {}
+StageHost::StageHost(std::string worker_name, ComputeOptions compute)
+    : name_(std::move(worker_name)), compute_(std::move(compute)) {}
 
 std::string StageHost::Who() const {
   if (!stage_) return "worker " + name_ + " (unassigned)";
@@ -109,13 +110,13 @@ void StageHost::Forward(const wire::Message& m, std::vector<Outgoing>* out) cons
 // ---- assignment -------------------------------------------------------------
 
 void StageHost::OnAssign(const wire::Assign& m, std::vector<Outgoing>* out) {
-  stage_.reset();
+  stage_ = LoadedStage{};
   sessions_.clear();
   scratch_ = ForwardScratch();
   assign_ = m;
   Status st = LoadAssignment(m, out);
   if (!st.ok()) {
-    stage_.reset();
+    stage_ = LoadedStage{};
     Report(st.WithContext("assign layers " + Range(m.layer_lo, m.layer_hi)), false, 0, out);
   }
 }
@@ -131,7 +132,8 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
   hello.tokenizer_sha256 = model.hashes.tokenizer;
   hello.table_digest = model.table_digest;
   hello.inv_freq_table_digest = model.inv_freq_table_digest;
-  hello.isa = ops::IsaName() + "/" + kernels_.name;
+  const ops::Kernels* kernels = ops::KernelsByName(compute_.isa);
+  hello.isa = ops::IsaName() + "/" + (kernels ? kernels->name : compute_.isa);
   out->push_back(
       Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(hello), "", "", false, 0});
   LOCKSTEP_RETURN_IF_ERROR(
@@ -144,7 +146,7 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
                        m.is_last};
   LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(model.config, spec));
   if (!m.is_last && m.next_hop.empty()) return InvalidError("no next hop for a non-last stage");
-  LOCKSTEP_ASSIGN_OR_RETURN(stage_, LoadStage(model, spec, kernels_));
+  LOCKSTEP_ASSIGN_OR_RETURN(stage_, LoadStage(model, spec, compute_));
   batch_hidden_.assign(max_batch_ * stage_->hidden(), 0.0f);
   batch_logits_.assign(m.is_last ? max_batch_ * stage_->vocab() : 0, 0.0f);  // >= 1 row
   batch_inputs_.reserve(max_batch_);

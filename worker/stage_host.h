@@ -12,7 +12,7 @@
 // Errors on a session become an ErrorReport to the coordinator (naming the
 // worker, stage and layers) and mark the session failed; the host itself
 // keeps serving. Thread-compatible: one compute thread owns a StageHost,
-// which must have pinned the FP environment (§1.3). `kernels` must outlive it.
+// which must have pinned the FP environment (§1.3).
 #pragma once
 
 #include <cstdint>
@@ -46,7 +46,8 @@ struct Outgoing {
 
 class StageHost {
  public:
-  StageHost(std::string worker_name, const ops::Kernels& kernels);
+  // compute: kernels, threads and weight format of every stage it loads.
+  StageHost(std::string worker_name, ComputeOptions compute);
 
   // Opens `dir` instead of the folder an Assign names ("" = as assigned).
   void set_model_dir_override(std::string dir) { model_dir_override_ = std::move(dir); }
@@ -135,10 +136,10 @@ class StageHost {
 
   std::string name_;
   std::string model_dir_override_;
-  const ops::Kernels& kernels_;
+  ComputeOptions compute_;
   std::function<void(const wire::HiddenFrame&)> observe_hidden_;
   wire::Assign assign_;                  // current assignment
-  std::unique_ptr<Stage> stage_;         // null until an Assign loaded
+  LoadedStage stage_;                    // empty until an Assign loaded
   std::map<uint64_t, Session> sessions_;
   std::vector<float> hidden_;            // [n][hidden] scratch residual stream
   ForwardScratch scratch_;               // grows to the largest step, then reused

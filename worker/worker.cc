@@ -25,13 +25,16 @@ Result<std::unique_ptr<Worker>> Worker::Create(zmq::context_t& context, WorkerOp
   LOCKSTEP_ASSIGN_OR_RETURN(wire::Server server,
                             wire::Server::Bind(context, options.listen, options.transport));
   if (options.name.empty()) options.name = "worker@" + server.endpoint();
+  if (ops::KernelsByName(options.compute.isa) == nullptr) {
+    return InvalidError("--isa " + options.compute.isa + " is unknown or not supported by this CPU");
+  }
+  if (options.compute.threads == 0) return InvalidError("--threads must be at least 1");
   options.next_hop_transport.send_timeout =
       std::min(options.next_hop_transport.send_timeout, kMaxSendBlock);
   options.transport.max_message_bytes = options.limits.frame_bytes;
   options.next_hop_transport.max_message_bytes = options.limits.frame_bytes;
   options.next_hop_transport.security = options.transport.security;
   options.next_hop_transport.security.allowed_clients_z85.clear();
-  if (options.kernels == nullptr) options.kernels = &ops::BestKernels();
   return std::unique_ptr<Worker>(new Worker(context, std::move(options), std::move(server)));
 }
 
@@ -74,7 +77,7 @@ void Worker::ComputeMain(std::promise<Status>* pinned) {
   const Status pin = ops::PinFpEnvironment();  // §1.3, this thread computes
   pinned->set_value(pin);
   if (!pin.ok()) return;
-  StageHost host(options_.name, *options_.kernels);
+  StageHost host(options_.name, options_.compute);
   host.set_model_dir_override(options_.model_dir_override);
   if (options_.observe_hidden_for_testing) {
     host.set_observe_hidden_for_testing(options_.observe_hidden_for_testing);

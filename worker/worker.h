@@ -42,7 +42,7 @@
 #include <zmq.hpp>
 
 #include "base/status.h"
-#include "engine/ops/kernels.h"
+#include "engine/model_loader.h"
 #include "wire/messages.h"
 #include "wire/transport.h"
 #include "base/limits.h"
@@ -60,7 +60,7 @@ struct WorkerOptions {
   // pair and pins the key the Assign names for the next stage.
   wire::TransportOptions transport;
   wire::TransportOptions next_hop_transport;  // the DEALER to the next stage (security unused)
-  const ops::Kernels* kernels = nullptr;      // default: ops::BestKernels() (same bits)
+  ComputeOptions compute;  // kernels, threads, weight format (same bits for all)
   // Serve this model folder whatever path an Assign names (hosts that keep
   // the model elsewhere). The hashes are still checked against the Assign.
   std::string model_dir_override;

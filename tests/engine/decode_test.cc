@@ -9,14 +9,15 @@
 #include "engine/local_backend.h"
 #include "engine/model_loader.h"
 #include "engine/ops/fp_env.h"
+#include "tests/fixture_absent.h"
 
 namespace lockstep {
 namespace {
 
 std::unique_ptr<Stage> LoadWhole(const OpenModel& m) {
-  auto s = LoadStage(m, StageSpec{0, m.config.num_layers, true, true}, ops::ScalarKernels());
+  auto s = LoadStage(m, StageSpec{0, m.config.num_layers, true, true}, ComputeOptions{"scalar"});
   EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return std::move(s).value();
+  return std::move(s->stage);  // one thread: no pool to keep
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -28,7 +29,7 @@ class DecodeTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     ASSERT_TRUE(ops::PinFpEnvironment().ok());
     dir_ = testing::SharedPath("fixtures/conformance/" + GetParam());
-    if (dir_.empty()) GTEST_SKIP() << "shared conformance fixtures are absent";
+    if (dir_.empty()) LOCKSTEP_FIXTURE_ABSENT() << "shared conformance fixtures are absent";
   }
   std::string dir_;
 };

@@ -13,6 +13,7 @@
 #include "engine/ops/kernels.h"
 #include "kv_test_util.h"
 #include "reference.h"
+#include "tests/fixture_absent.h"
 
 namespace lockstep::kvtest {
 namespace {
@@ -38,7 +39,7 @@ class NeverSawTest : public ::testing::TestWithParam<std::tuple<std::string, Spa
  protected:
   void SetUp() override {
     m_ = GetModel(std::get<0>(GetParam()));
-    if (m_ == nullptr) GTEST_SKIP() << std::get<0>(GetParam()) << " is absent";
+    if (m_ == nullptr) LOCKSTEP_FIXTURE_ABSENT() << std::get<0>(GetParam()) << " is absent";
   }
   const TestModel* m_ = nullptr;
 };
@@ -115,7 +116,7 @@ class MovedSurvivorTest : public ::testing::TestWithParam<std::tuple<std::string
  protected:
   void SetUp() override {
     m_ = GetModel(std::get<0>(GetParam()));
-    if (m_ == nullptr) GTEST_SKIP() << std::get<0>(GetParam()) << " is absent";
+    if (m_ == nullptr) LOCKSTEP_FIXTURE_ABSENT() << std::get<0>(GetParam()) << " is absent";
   }
   const TestModel* m_ = nullptr;
 };
@@ -194,7 +195,7 @@ class EvictTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     m_ = GetModel(GetParam());
-    if (m_ == nullptr) GTEST_SKIP() << GetParam() << " is absent";
+    if (m_ == nullptr) LOCKSTEP_FIXTURE_ABSENT() << GetParam() << " is absent";
   }
   const TestModel* m_ = nullptr;
 };
@@ -318,7 +319,7 @@ TEST(ComposedRotation, DiffersFromOneRotationSomewhere) {
           first_case = buf;
         }
   }
-  if (rows == 0) GTEST_SKIP() << "no models";
+  if (rows == 0) LOCKSTEP_FIXTURE_ABSENT() << "no models";
   std::printf("composed vs one rotation: %zu of %zu moved rows differ; first: %s\n", differing,
               rows, first_case.c_str());
   ::testing::Test::RecordProperty("first_differing_case", first_case);
@@ -365,12 +366,13 @@ TEST(EvictStorage, ReserveAndEvictKeepTheBuffers) {
     for (const float* p : {c.k_data(l), c.kraw_data(l), c.v_data(l)}) before.push_back(p);
   }
   std::vector<float> hidden;
+  ForwardScratch scratch;
   const auto toks = Tokens(*m, 10, 18);
   ASSERT_TRUE(m->stage->Embed(toks, &hidden).ok());
-  ASSERT_TRUE(m->stage->Forward(hidden, 0, c).ok());
+  ASSERT_TRUE(m->stage->Forward(hidden, 0, c, scratch).ok());
   ASSERT_TRUE(c.Evict(2, 5).ok());
   ASSERT_TRUE(m->stage->Embed(std::span(toks).first(6), &hidden).ok());
-  ASSERT_TRUE(m->stage->Forward(hidden, 5, c).ok());
+  ASSERT_TRUE(m->stage->Forward(hidden, 5, c, scratch).ok());
   ASSERT_EQ(c.size(), 11u);
   size_t i = 0;
   for (int l = 0; l < m->layers(); ++l) {
@@ -385,11 +387,12 @@ TEST(EvictStorage, GappedPositionsAreRenumberedToIndices) {
   ASSERT_NE(m, nullptr);
   KvCache c = m->stage->NewCache();
   std::vector<float> hidden;
+  ForwardScratch scratch;
   const auto toks = Tokens(*m, 5, 19);
   ASSERT_TRUE(m->stage->Embed(std::span(toks).first(3), &hidden).ok());
-  ASSERT_TRUE(m->stage->Forward(hidden, 0, c).ok());
+  ASSERT_TRUE(m->stage->Forward(hidden, 0, c, scratch).ok());
   ASSERT_TRUE(m->stage->Embed(std::span(toks).subspan(3), &hidden).ok());
-  ASSERT_TRUE(m->stage->Forward(hidden, 7, c).ok());
+  ASSERT_TRUE(m->stage->Forward(hidden, 7, c, scratch).ok());
   const CacheSnapshot before = Snapshot(c);
   ASSERT_TRUE(c.Evict(4, 1).ok());  // positions [0,1,2,7,8] -> [0,1,2,3]
   EXPECT_EQ(std::vector<int64_t>(c.positions().begin(), c.positions().end()),

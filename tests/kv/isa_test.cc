@@ -12,6 +12,7 @@
 #include "engine/prefix.h"
 #include "kv_test_util.h"
 #include "reference.h"
+#include "tests/fixture_absent.h"
 
 namespace lockstep::kvtest {
 namespace {
@@ -32,7 +33,7 @@ class IsaTest : public ::testing::TestWithParam<IsaParam> {
   void SetUp() override {
     const auto& [name, isa, threads] = GetParam();
     m_ = GetModel(name);
-    if (m_ == nullptr) GTEST_SKIP() << name << " is absent";
+    if (m_ == nullptr) LOCKSTEP_FIXTURE_ABSENT() << name << " is absent";
     const ops::Kernels* k = ops::KernelsByName(isa);
     ASSERT_NE(k, nullptr) << isa;
     auto w = LoadStageWeights(*m_->open.weights, m_->open.config,

@@ -63,13 +63,13 @@ std::unique_ptr<TestModel> Load(const std::string& name) {
   m->name = name;
   m->open = std::move(open).value();
   const StageSpec whole{0, m->open.config.num_layers, true, true};
-  auto stage = LoadStage(m->open, whole, ops::ScalarKernels());
+  auto stage = LoadStage(m->open, whole, ComputeOptions{"scalar"});
   auto weights = LoadRefWeights(*m->open.weights, m->open.config);
   if (!stage.ok() || !weights.ok()) {
     ADD_FAILURE() << name << ": cannot load the stage or its weights";
     return nullptr;
   }
-  m->stage = std::move(stage).value();
+  m->stage = std::move(stage->stage);  // one thread: no pool to keep
   m->weights = std::move(weights).value();
   return m;
 }
@@ -96,9 +96,9 @@ const TestModel* GetModel(const std::string& name) {
 
 std::unique_ptr<Stage> LoadSlice(const TestModel& m, int lo, int hi) {
   const StageSpec spec{lo, hi, lo == 0, hi == m.layers()};
-  auto stage = LoadStage(m.open, spec, ops::ScalarKernels());
+  auto stage = LoadStage(m.open, spec, ComputeOptions{"scalar"});
   EXPECT_TRUE(stage.ok()) << stage.status().ToString();
-  return stage.ok() ? std::move(stage).value() : nullptr;
+  return stage.ok() ? std::move(stage->stage) : nullptr;
 }
 
 std::vector<uint32_t> Tokens(const TestModel& m, size_t n, uint32_t seed) {

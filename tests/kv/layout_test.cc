@@ -8,6 +8,7 @@
 #include "engine/ops/kernels.h"
 #include "kv_test_util.h"
 #include "reference.h"
+#include "tests/fixture_absent.h"
 
 namespace lockstep::kvtest {
 namespace {
@@ -16,7 +17,7 @@ class LayoutTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     m_ = GetModel(GetParam());
-    if (m_ == nullptr) GTEST_SKIP() << GetParam() << " is absent";
+    if (m_ == nullptr) LOCKSTEP_FIXTURE_ABSENT() << GetParam() << " is absent";
   }
   size_t head_dim() const { return static_cast<size_t>(m_->open.config.head_dim); }
   const TestModel* m_ = nullptr;
@@ -101,13 +102,14 @@ std::vector<float> RunPipeline(const std::vector<std::unique_ptr<Stage>>& stages
                                std::vector<KvCache>& caches, std::span<const uint32_t> toks,
                                int64_t first_pos) {
   std::vector<float> hidden;
+  ForwardScratch scratch;
   EXPECT_TRUE(stages.front()->Embed(toks, &hidden).ok());
   for (size_t s = 0; s < stages.size(); ++s) {
-    EXPECT_TRUE(stages[s]->Forward(hidden, first_pos, caches[s]).ok());
+    EXPECT_TRUE(stages[s]->Forward(hidden, first_pos, caches[s], scratch).ok());
   }
   const Stage& last = *stages.back();
   std::vector<float> logits(last.vocab());
-  last.Logits(std::span(hidden).subspan(hidden.size() - last.hidden()), logits);
+  last.Logits(std::span(hidden).subspan(hidden.size() - last.hidden()), logits, scratch);
   return logits;
 }
 

@@ -6,6 +6,7 @@
 #include "engine/ops/kernels.h"
 #include "engine/prefix.h"
 #include "kv_test_util.h"
+#include "tests/fixture_absent.h"
 
 namespace lockstep::kvtest {
 namespace {
@@ -14,7 +15,7 @@ class PrefixTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     m_ = GetModel(GetParam());
-    if (m_ == nullptr) GTEST_SKIP() << GetParam() << " is absent";
+    if (m_ == nullptr) LOCKSTEP_FIXTURE_ABSENT() << GetParam() << " is absent";
   }
   const TestModel* m_ = nullptr;
 };
@@ -138,7 +139,8 @@ TEST(PrefixErrors, BadPrefixesAndSuffixesAreInvalid) {
   KvCache gapped = m->stage->NewCache();
   std::vector<float> hidden;
   ASSERT_TRUE(m->stage->Embed(one, &hidden).ok());
-  ASSERT_TRUE(m->stage->Forward(hidden, 5, gapped).ok());
+  ForwardScratch scratch;
+  ASSERT_TRUE(m->stage->Forward(hidden, 5, gapped, scratch).ok());
   auto wrong_pos = SessionFromPrefix(*m->stage, gapped, one, &logits);
   ASSERT_FALSE(wrong_pos.ok());
   EXPECT_EQ(wrong_pos.status().kind(), ErrorKind::kInvalid);

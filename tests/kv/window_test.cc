@@ -10,6 +10,7 @@
 #include "engine/ops/rope.h"
 #include "kv_test_util.h"
 #include "reference.h"
+#include "tests/fixture_absent.h"
 
 namespace lockstep::kvtest {
 namespace {
@@ -71,7 +72,7 @@ class WindowTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     m_ = GetModel(GetParam());
-    if (m_ == nullptr) GTEST_SKIP() << GetParam() << " is absent";
+    if (m_ == nullptr) LOCKSTEP_FIXTURE_ABSENT() << GetParam() << " is absent";
     ref_ = std::make_unique<RefModel>(m_->open.config, m_->weights);
   }
   size_t hd() const { return static_cast<size_t>(m_->open.config.head_dim); }
@@ -164,13 +165,14 @@ TEST_P(WindowTest, BoundFollowsStoredPositionsNotIndices) {
     KvCache cache = m_->stage->NewCache();
     for (int l = 0; l < m_->layers(); ++l) ASSERT_TRUE(cache.SetWindow(l, w).ok());
     std::vector<float> hidden;
+    ForwardScratch scratch;
     ASSERT_TRUE(m_->stage->Embed(std::span(toks).first(3), &hidden).ok());
-    ASSERT_TRUE(m_->stage->Forward(hidden, 0, cache).ok());
+    ASSERT_TRUE(m_->stage->Forward(hidden, 0, cache, scratch).ok());
     ASSERT_TRUE(m_->stage->Embed(std::span(toks).subspan(3), &hidden).ok());
-    ASSERT_TRUE(m_->stage->Forward(hidden, 7, cache).ok());
+    ASSERT_TRUE(m_->stage->Forward(hidden, 7, cache, scratch).ok());
     ASSERT_EQ(cache.FirstVisible(0, 8, 5), 3u);
     std::vector<float> logits(m_->stage->vocab());
-    m_->stage->Logits(std::span(hidden).subspan(m_->stage->hidden()), logits);
+    m_->stage->Logits(std::span(hidden).subspan(m_->stage->hidden()), logits, scratch);
     RefCache rc = ref_->Empty();
     std::vector<float> want;
     for (size_t t = 0; t < 5; ++t) want = ref_->Step(rc, toks[t], pos[t], ref_->Windows(w));

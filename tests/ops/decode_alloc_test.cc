@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <new>
 
+#include "engine/local_backend.h"
 #include "model_fixture.h"
+#include "tests/fixture_absent.h"
 
 namespace {
 std::atomic<bool> g_counting{false};
@@ -55,7 +57,7 @@ TEST(DecodeAlloc, CounterSeesAllocations) {
 
 // Steps of one session and of a batch, after a warm-up step.
 TEST(DecodeAlloc, DecodeStepsAllocateNothing) {
-  if (!std::filesystem::exists(ConformanceDir("tiny-llama"))) GTEST_SKIP();
+  if (!std::filesystem::exists(ConformanceDir("tiny-llama"))) LOCKSTEP_FIXTURE_ABSENT();
   auto model = OpenModelDir(ConformanceDir("tiny-llama"), ModelPins{});
   ASSERT_TRUE(model.ok());
   for (const Variant& v : {Variant{"scalar", 1, WeightFormat::kPackedBf16},
@@ -95,6 +97,36 @@ TEST(DecodeAlloc, DecodeStepsAllocateNothing) {
       tok[1] = ops::ArgmaxFirst(logits.data() + st.vocab(), st.vocab());
     }
     g_counting = false;
+    EXPECT_EQ(g_allocs.load(), 0u) << v.Name();
+  }
+}
+
+// The session path `lockstep run` and `lockstep bench` time: after the
+// prefill, LocalBackend::Feed of one token allocates nothing.
+TEST(DecodeAlloc, LocalBackendFeedAllocatesNothing) {
+  ASSERT_TRUE(std::filesystem::exists(ConformanceDir("tiny-llama")))
+      << "missing fixture " << ConformanceDir("tiny-llama");
+  auto model = OpenModelDir(ConformanceDir("tiny-llama"), ModelPins{});
+  ASSERT_TRUE(model.ok());
+  for (const Variant& v : {Variant{"scalar", 1, WeightFormat::kPackedBf16},
+                           Variant{ops::AvailableIsas().back(), 2, WeightFormat::kPackedBf16}}) {
+    Loaded l = Load(*model, v);
+    ASSERT_TRUE(l) << v.Name();
+    const size_t steps = 20;
+    const uint32_t prompt[] = {1, 2, 3, 4};
+    LocalBackend backend(*l, std::size(prompt) + steps);
+    std::vector<float> logits;
+    ASSERT_TRUE(backend.Feed(prompt, &logits).ok());
+    uint32_t token = ops::ArgmaxFirst(logits.data(), logits.size());
+    g_allocs = 0;
+    g_counting = true;
+    for (size_t s = 0; s < steps; ++s) {
+      const Status st = backend.Feed(std::span<const uint32_t>(&token, 1), &logits);
+      if (!st.ok()) break;
+      token = ops::ArgmaxFirst(logits.data(), logits.size());
+    }
+    g_counting = false;
+    EXPECT_EQ(backend.CacheLength(), std::size(prompt) + steps) << v.Name();
     EXPECT_EQ(g_allocs.load(), 0u) << v.Name();
   }
 }

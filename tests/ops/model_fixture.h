@@ -28,26 +28,14 @@ struct Variant {
   }
 };
 
-// A loaded Stage with its pool (the pool must outlive the stage).
-struct Loaded {
-  std::unique_ptr<ops::ThreadPool> pool;
-  std::unique_ptr<Stage> stage;
-};
+using Loaded = LoadedStage;
 
+// The whole model as one Stage for variant `v`, through the Stage factory.
 inline Loaded Load(const OpenModel& model, const Variant& v) {
-  Loaded out;
-  if (v.threads > 1) {
-    auto pool = ops::ThreadPool::Create(v.threads);
-    EXPECT_TRUE(pool.ok());
-    out.pool = std::move(*pool);
-  }
   const StageSpec all{0, model.config.num_layers, true, true};
-  auto w = LoadStageWeights(*model.weights, model.config, all, v.format);
-  EXPECT_TRUE(w.ok()) << w.status().ToString();
-  const ops::Kernels* k = ops::KernelsByName(v.isa);
-  EXPECT_NE(k, nullptr);
-  out.stage = std::make_unique<Stage>(model.config, std::move(*w), *k, StageOptions{out.pool.get()});
-  return out;
+  auto loaded = LoadStage(model, all, ComputeOptions{v.isa, v.threads, v.format});
+  EXPECT_TRUE(loaded.ok()) << v.Name() << ": " << loaded.status().ToString();
+  return loaded.ok() ? std::move(loaded).value() : Loaded{};
 }
 
 // Every variant this CPU supports: each ISA x {1, 2, 3} threads x formats.

@@ -11,6 +11,7 @@
 #include "engine/io/synthetic_model.h"
 #include "engine/local_backend.h"
 #include "model_fixture.h"
+#include "tests/fixture_absent.h"
 
 namespace lockstep::testing {
 namespace {
@@ -43,7 +44,7 @@ bool ToRequest(const nlohmann::json& c, DecodeRequest* req, std::optional<int>* 
 
 TEST(StageEquality, ConformanceVectorsOnEveryVariant) {
   const std::string path = ConformanceDir("vectors.json");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "conformance fixtures absent";
+  if (!std::filesystem::exists(path)) LOCKSTEP_FIXTURE_ABSENT() << "conformance fixtures absent";
   std::ifstream in(path);
   const nlohmann::json doc = nlohmann::json::parse(in);
   size_t checked = 0;
@@ -134,7 +135,7 @@ TEST_F(SyntheticModel, BatchedSessionsEqualSoloRuns) {
 }
 
 TEST(StageEquality, BatchedEqualsSoloOnTinyLlama) {
-  if (!std::filesystem::exists(ConformanceDir("tiny-llama"))) GTEST_SKIP();
+  if (!std::filesystem::exists(ConformanceDir("tiny-llama"))) LOCKSTEP_FIXTURE_ABSENT();
   auto model = OpenModelDir(ConformanceDir("tiny-llama"), ModelPins{});
   ASSERT_TRUE(model.ok());
   CheckBatchedEqualsSolo(*model, Variant{ops::AvailableIsas().back(), 2, WeightFormat::kPackedBf16});

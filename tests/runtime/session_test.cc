@@ -59,7 +59,7 @@ TEST_F(Sessions, ConcurrentSessionsEqualTheirSoloRuns) {
 TEST_F(Sessions, ForkContinuesLikeTheSourceAndLikeMonolithic) {
   Result<OpenModel> model = OpenModelDir(*model_, ModelPins{});
   ASSERT_TRUE(model.ok());
-  auto stage = LoadStage(*model, {0, 4, true, true}, ops::ScalarKernels());
+  auto stage = LoadStage(*model, {0, 4, true, true}, ComputeOptions{"scalar"});
   ASSERT_TRUE(stage.ok());
   LocalBackend local(**stage);
   InProcCluster cluster(2);
