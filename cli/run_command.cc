@@ -151,12 +151,9 @@ Status RunMonolithic(const RunOptions& o) {
                             BuildRequest(o, model.config.max_position_embeddings,
                                          model.files.tokenizer_path, model.files.has_tokenizer));
   const StageSpec all{0, model.config.num_layers, true, true};
-  const ops::Kernels* kernels = ops::KernelsByName(compute_options.isa);
-  if (kernels == nullptr) return InvalidError("--isa " + compute_options.isa + " is not available here");
-  LOCKSTEP_ASSIGN_OR_RETURN(auto pool, ops::ThreadPool::Create(compute_options.threads));
-  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights weights, LoadStageWeights(*model.weights, model.config, all,
-                                                                   WeightFormat::kPackedBf16, pool.get()));
-  auto stage = std::make_unique<Stage>(model.config, std::move(weights), *kernels, StageOptions{pool.get()});
+  LOCKSTEP_ASSIGN_OR_RETURN(
+      LoadedStage stage,
+      LoadStage(model, all, lockstep::ComputeOptions{compute_options.isa, compute_options.threads}));
   const WitnessSeed seed = model.Seed();
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeResult run1, DecodeOnce(*stage, req, o.window, seed));
   if (!o.single_run) {

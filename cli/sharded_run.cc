@@ -234,7 +234,7 @@ Result<std::pair<DecodeResult, double>> RunMonolithicTimed(const OpenModel& mode
                                                            const DecodeRequest& req,
                                                            std::optional<int> window) {
   const StageSpec all{0, model.config.num_layers, true, true};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto stage, LoadStage(model, all, ops::BestKernels()));
+  LOCKSTEP_ASSIGN_OR_RETURN(auto stage, LoadStage(model, all, ComputeOptions{}));
   LocalBackend backend(*stage);
   if (window) LOCKSTEP_RETURN_IF_ERROR(backend.SetWindow(*window));
   TimedBackend timed(backend);

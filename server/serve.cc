@@ -102,15 +102,10 @@ Status ServeSharded(const ServeOptions& o) {
 Status RunServer(const ServeOptions& o) {
   if (o.cluster) return ServeSharded(o);
   LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, ModelPins{}));
-  const ops::Kernels* kernels = ops::KernelsByName(o.isa);
-  if (kernels == nullptr) return InvalidError("--isa " + o.isa + " is not available here");
-  LOCKSTEP_ASSIGN_OR_RETURN(auto pool, ops::ThreadPool::Create(o.threads));
   const StageSpec all{0, model.config.num_layers, true, true};
-  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights weights,
-                            LoadStageWeights(*model.weights, model.config, all,
-                                             WeightFormat::kPackedBf16, pool.get()));
-  Stage stage(model.config, std::move(weights), *kernels, StageOptions{pool.get()});
-  return Serve(o, model, SchedulerBackend{&stage, nullptr}, "",
+  LOCKSTEP_ASSIGN_OR_RETURN(LoadedStage stage,
+                            LoadStage(model, all, ComputeOptions{o.isa, o.threads}));
+  return Serve(o, model, SchedulerBackend{stage.stage.get(), nullptr}, "",
                {StageInfo{"in-process", 0, model.config.num_layers}});
 }
 

@@ -23,7 +23,7 @@ DecodeResult Monolithic(const std::string& dir, const DecodeRequest& req,
   Result<OpenModel> model = OpenModelDir(dir, ModelPins{});
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   const StageSpec all{0, model->config.num_layers, true, true};
-  auto stage = LoadStage(*model, all, ops::ScalarKernels());
+  auto stage = LoadStage(*model, all, ComputeOptions{"scalar"});
   EXPECT_TRUE(stage.ok());
   LocalBackend backend(**stage);
   if (window) {
