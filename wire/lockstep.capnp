@@ -5,6 +5,11 @@
 # Cap'n Proto canonical form as a single segment (see docs/wire_protocol.md
 # for the byte layout and the decoder's limits).
 #
+# Sockets: every worker binds a ROUTER; the coordinator connects one DEALER
+# to each worker, and stage k connects a DEALER to stage k+1 (`nextHop`).
+# A worker replies to the coordinator through its ROUTER, addressed by the
+# identity of the DEALER that sent it the Assign.
+#
 # Evolution rules: field numbers are append-only. A retired field is renamed
 # `obsoleteX` and keeps its number; numbers are never reused. A change that
 # an old peer would misread bumps `protocolVersion`; peers reject envelopes
@@ -47,9 +52,10 @@ struct Envelope {
 }
 
 struct Hello {
-  # worker -> coordinator, first message on a new connection. Lets the
-  # coordinator check that the worker serves the same bits it expects.
-  workerId @0 :Text;            # Stable name; also the ZeroMQ identity.
+  # worker -> coordinator, the first reply to an Assign (sent before the
+  # worker checks the assigned hashes). Lets the coordinator check that the
+  # worker serves the same bits it expects.
+  workerId @0 :Text;            # The worker's name (`--name`), for messages.
   protocolVersion @1 :UInt32;   # The worker's `protocolVersion`.
   weightsSha256 @2 :Data;       # 32 bytes: SHA-256 of the weights file.
   configSha256 @3 :Data;        # 32 bytes: SHA-256 of config.json.
