@@ -37,7 +37,7 @@ Status MakeModel(const MakeModelOptions& o) {
   } else if (!o.shape.empty()) {
     return InvalidError("--shape: unknown shape '" + o.shape + "' (known: smollm2-135m)");
   }
-  LOCKSTEP_RETURN_IF_ERROR(WriteSyntheticModel(o.out_dir, dims, o.seed, o.config_path));
+  LOCKSTEP_RETURN_IF_ERROR(WriteSyntheticModel(o.out_dir, dims, o.seed, o.config_path, o.shards));
   const std::string tok_out = o.out_dir + "/tokenizer.json";
   if (!o.tokenizer_path.empty()) return CopyFile(o.tokenizer_path, tok_out);
   LOCKSTEP_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(o.out_dir + "/config.json"));
@@ -64,6 +64,9 @@ CLI::App* AddMakeModelCommand(CLI::App& app, MakeModelOptions& o) {
   c->add_flag("--untied", o.dims.untied, "separate lm_head.weight");
   c->add_option("--tokenizer", o.tokenizer_path, "Copy this tokenizer.json");
   c->add_option("--config", o.config_path, "Copy this config.json (shape follows it)");
+  c->add_option("--shards", o.shards,
+                "Write model-0000K-of-0000N.safetensors + model.safetensors.index.json")
+      ->check(CLI::Range(1, 999));
   return c;
 }
 

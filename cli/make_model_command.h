@@ -17,6 +17,7 @@ struct MakeModelOptions {
   SyntheticShape dims;
   std::string tokenizer_path;  // copy instead of generating
   std::string config_path;     // copy instead of generating
+  int shards = 1;              // > 1: a sharded checkpoint in that many files
 };
 
 CLI::App* AddMakeModelCommand(CLI::App& app, MakeModelOptions& opts);

@@ -97,6 +97,7 @@ Result<ModelPins> ResolvePins(const std::string& manifest, const std::string& ex
     if (m.weights) pins.weights = m.weights;
     if (m.tokenizer) pins.tokenizer = m.tokenizer;
     if (m.config) pins.config = m.config;
+    pins.files.insert(m.files.begin(), m.files.end());
   }
   return pins;
 }

@@ -1,8 +1,12 @@
 #include "engine/model_loader.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "engine/ops/dispatch.h"
 #include "engine/ops/pinned_math.h"
 #include "engine/ops/rope.h"
+#include "engine/rope_table.h"
 
 namespace lockstep {
 
@@ -25,20 +29,23 @@ Status CheckSupported(const ModelConfig& c) {
 Result<ModelInfo> InspectModelDir(const std::string& dir, const ModelPins& pins) {
   ModelInfo m;
   LOCKSTEP_ASSIGN_OR_RETURN(m.files, LocateModelFiles(dir));
-  LOCKSTEP_ASSIGN_OR_RETURN(m.hashes, HashArtifacts(m.files));
-  LOCKSTEP_RETURN_IF_ERROR(VerifyPins(m.hashes, pins));
+  // Every weight file hashed on its own thread.
+  LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(m.files.weights_path));
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  LOCKSTEP_ASSIGN_OR_RETURN(m.hashes, HashArtifacts(m.files, ckpt, threads));
+  LOCKSTEP_RETURN_IF_ERROR(VerifyPins(m.hashes, pins, ckpt.file_names()));
   LOCKSTEP_ASSIGN_OR_RETURN(m.config, LoadModelConfig(m.files.config_path));
   LOCKSTEP_RETURN_IF_ERROR(CheckSupported(m.config).WithContext(m.files.config_path));
   m.table_digest = ops::TableDigest();
-  m.inv_freq_table_digest = ops::InvFreqDigest(ops::InvFreq(m.config.rope_theta, m.config.head_dim));
+  m.inv_freq_table_digest = ops::InvFreqDigest(ModelInvFreq(m.config));
   return m;
 }
 
 Result<OpenModel> MapWeights(ModelInfo info) {
   OpenModel m;
   static_cast<ModelInfo&>(m) = std::move(info);
-  LOCKSTEP_ASSIGN_OR_RETURN(SafetensorsFile st, SafetensorsFile::Open(m.files.weights_path));
-  m.weights = std::make_unique<SafetensorsFile>(std::move(st));
+  LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(m.files.weights_path));
+  m.weights = std::make_unique<Checkpoint>(std::move(ckpt));
   return m;
 }
 

@@ -1,9 +1,10 @@
 // Opening a model folder: locate and hash its three artifact files,
-// verify optional pins, parse config.json (InspectModelDir: never maps the
-// weights), then map model.safetensors (OpenModelDir) and build Stages.
-// The witness seed (§12.1 items 1-5) comes from here. Hash a folder once
-// per process: InspectModelDir, then MapWeights if the weights are needed.
-// OpenModel is move-only (it owns an mmap); thread-compatible.
+// verify optional pins, parse config.json (InspectModelDir: never reads the
+// tensors), then open the checkpoint — one file or sharded — (OpenModelDir)
+// and build Stages. The witness seed (§12.1 items 1-5) comes from here.
+// Hash a folder once per process: InspectModelDir, then MapWeights if the
+// weights are needed. OpenModel is move-only (it owns open files);
+// thread-compatible.
 #pragma once
 
 #include <memory>
@@ -12,7 +13,7 @@
 #include "base/status.h"
 #include "engine/io/model_config.h"
 #include "engine/io/model_files.h"
-#include "engine/io/safetensors.h"
+#include "engine/io/checkpoint.h"
 #include "engine/ops/kernels.h"
 #include "engine/ops/thread_pool.h"
 #include "engine/stage.h"
@@ -32,14 +33,15 @@ struct ModelInfo {
   WitnessSeed Seed() const;
 };
 
-// A model folder with model.safetensors mapped (what a Stage loads from).
+// A model folder with its checkpoint open (what a Stage loads from).
 struct OpenModel : ModelInfo {
-  std::unique_ptr<SafetensorsFile> weights;
+  std::unique_ptr<Checkpoint> weights;
 };
 
 // pins: checked before anything is parsed; a mismatch fails loudly (§2.1).
 Result<ModelInfo> InspectModelDir(const std::string& dir, const ModelPins& pins);
-// Maps the weights of an inspected folder (no second hashing).
+// Opens the checkpoint of an inspected folder (headers only, no second
+// hashing; loading later refuses files rewritten since this open).
 Result<OpenModel> MapWeights(ModelInfo info);
 // InspectModelDir then MapWeights.
 Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins);

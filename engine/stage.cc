@@ -6,6 +6,7 @@
 
 #include "engine/ops/pinned_math.h"
 #include "engine/ops/rope.h"
+#include "engine/rope_table.h"
 
 namespace lockstep {
 namespace {
@@ -53,7 +54,7 @@ Stage::Stage(ModelConfig config, StageWeights weights, const ops::Kernels& kerne
       weights_(std::move(weights)),
       kernels_(kernels),
       pool_(options.pool),
-      inv_freq_(ops::InvFreq(config_.rope_theta, config_.head_dim)),
+      inv_freq_(ModelInvFreq(config_)),
       attn_scale_(ops::Rsqrt(static_cast<float>(config_.head_dim))) {
   PackAll(weights_);
   weight_bytes_ = WeightBytesPerToken(weights_);

@@ -1,9 +1,11 @@
 #include "engine/weights.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 namespace lockstep {
@@ -15,33 +17,55 @@ std::string LayerName(int layer, const char* suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
 }
 
-Result<std::vector<float>> ReadVector(const SafetensorsFile& f, const std::string& name, size_t n) {
+Result<std::vector<float>> ReadVector(const Checkpoint& f, const std::string& name, size_t n) {
   const Shape shape{static_cast<int64_t>(n)};
   return f.ReadF32(name, shape);
 }
 
-// Maps a tensor's pages in one call before it is read (an mmap'd file would
-// otherwise fault page by page). Advisory: errors are ignored.
-void Prefault(std::span<const uint8_t> bytes) {
-#ifdef MADV_POPULATE_READ
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(bytes.data()) & ~(page - 1);
-  const uintptr_t hi = reinterpret_cast<uintptr_t>(bytes.data() + bytes.size());
-  if (bytes.size() > (size_t{1} << 20)) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_READ);
-#else
-  (void)bytes;
-#endif
+// Rows per block read from the file at once (about 8 MiB of bf16), a whole
+// number of panels: a matrix is read and packed block by block, so loading
+// never holds a second copy of a tensor.
+size_t BlockRows(size_t cols) {
+  const size_t rows = (size_t{8} << 20) / (2 * std::max<size_t>(cols, 1));
+  return std::max<size_t>(ops::kPanelRows, rows / ops::kPanelRows * ops::kPanelRows);
 }
 
-Result<WeightMatrix> ReadMatrix(const SafetensorsFile& f, const std::string& name,
+// Reads a BF16 tensor block by block into `m`, blocks spread over the
+// pool's threads (each reads and packs its own blocks).
+Status ReadBf16Blocks(const TensorRef& t, ops::PackedMatrix& m, ops::ThreadPool* pool) {
+  const size_t rows = m.rows(), cols = m.cols();
+  const size_t block = BlockRows(cols);
+  const size_t blocks = (rows + block - 1) / block;
+  std::mutex mu;
+  Status first_error;
+  const size_t threads = pool ? pool->size() : 1;
+  std::vector<std::vector<uint8_t>> buffers(threads);
+  ops::ForEachChunk(pool, blocks, 1, [&](size_t b0, size_t b1, size_t thread) {
+    std::vector<uint8_t>& buf = buffers[thread];
+    for (size_t b = b0; b < b1; ++b) {
+      const size_t r0 = b * block, n = std::min(block, rows - r0);
+      buf.resize(2 * n * cols);
+      Status st = t.file->Read(*t.info, 2 * r0 * cols, buf);
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.ok()) first_error = st;
+        return;
+      }
+      m.PackBf16Rows(r0, buf);
+    }
+  });
+  return first_error;
+}
+
+Result<WeightMatrix> ReadMatrix(const Checkpoint& f, const std::string& name,
                                 size_t rows, size_t cols, WeightFormat format,
                                 ops::ThreadPool* pool) {
   const Shape shape{static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
   WeightMatrix m;
   m.rows = rows;
   m.cols = cols;
-  const TensorInfo* t = f.Find(name);
-  if (format == WeightFormat::kF32Rows || t == nullptr || t->dtype != DType::kBF16) {
+  const TensorRef t = f.Find(name);
+  if (format == WeightFormat::kF32Rows || t.info == nullptr || t.info->dtype != DType::kBF16) {
     LOCKSTEP_ASSIGN_OR_RETURN(std::vector<float> data, f.ReadF32(name, shape));
     if (format == WeightFormat::kF32Rows) {
       m.data = std::move(data);
@@ -50,24 +74,24 @@ Result<WeightMatrix> ReadMatrix(const SafetensorsFile& f, const std::string& nam
     }
     return m;
   }
-  if (t->shape != shape) {  // let ReadF32 word the shape error
+  if (t.info->shape != shape) {  // let ReadF32 word the shape error
     return f.ReadF32(name, shape).status();
   }
   const ops::WeightType type =
       format == WeightFormat::kPackedBf16 ? ops::WeightType::kBf16 : ops::WeightType::kF32;
-  Prefault(f.Bytes(*t));
-  m.packed = ops::PackedMatrix::FromBf16Bytes(f.Bytes(*t), rows, cols, type, pool);
+  m.packed = ops::PackedMatrix::Allocated(rows, cols, type);
+  LOCKSTEP_RETURN_IF_ERROR(ReadBf16Blocks(t, m.packed, pool));
   return m;
 }
 
 // An optional bias (§9.1): empty when the checkpoint does not carry it.
-Result<std::vector<float>> ReadOptionalBias(const SafetensorsFile& f, const std::string& name,
+Result<std::vector<float>> ReadOptionalBias(const Checkpoint& f, const std::string& name,
                                             size_t n) {
-  if (f.Find(name) == nullptr) return std::vector<float>{};
+  if (f.Find(name).file == nullptr) return std::vector<float>{};
   return ReadVector(f, name, n);
 }
 
-Result<LayerWeights> LoadLayer(const SafetensorsFile& f, const ModelConfig& c, int l,
+Result<LayerWeights> LoadLayer(const Checkpoint& f, const ModelConfig& c, int l,
                                WeightFormat fmt, ops::ThreadPool* pool) {
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const size_t q_width = static_cast<size_t>(c.num_heads) * static_cast<size_t>(c.head_dim);
@@ -104,7 +128,7 @@ Status ValidateStageSpec(const ModelConfig& cfg, const StageSpec& spec) {
   return Status::Ok();
 }
 
-Result<StageWeights> LoadStageWeights(const SafetensorsFile& f, const ModelConfig& c,
+Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
                                       const StageSpec& spec) {
   return LoadStageWeights(f, c, spec, WeightFormat::kPackedBf16);
 }
@@ -124,10 +148,74 @@ size_t WeightBytesPerToken(const StageWeights& w) {
   return total;
 }
 
-Result<StageWeights> LoadStageWeights(const SafetensorsFile& f, const ModelConfig& c,
+namespace {
+
+void ForEachStageTensor(const ModelConfig& c, const StageSpec& spec,
+                        const std::function<void(const std::string& name, Shape shape,
+                                                 bool optional)>& fn) {
+  const int64_t hidden = c.hidden_size, vocab = c.vocab_size, inter = c.intermediate_size;
+  const int64_t q_width = int64_t{c.num_heads} * c.head_dim;
+  const int64_t kv_width = int64_t{c.num_kv_heads} * c.head_dim;
+  const bool tied = c.tie_word_embeddings;
+  if (spec.first || (spec.last && tied)) fn("model.embed_tokens.weight", {vocab, hidden}, false);
+  for (int l = spec.lo; l < spec.hi; ++l) {
+    fn(LayerName(l, "input_layernorm.weight"), {hidden}, false);
+    fn(LayerName(l, "self_attn.q_proj.weight"), {q_width, hidden}, false);
+    fn(LayerName(l, "self_attn.k_proj.weight"), {kv_width, hidden}, false);
+    fn(LayerName(l, "self_attn.v_proj.weight"), {kv_width, hidden}, false);
+    fn(LayerName(l, "self_attn.q_proj.bias"), {q_width}, true);
+    fn(LayerName(l, "self_attn.k_proj.bias"), {kv_width}, true);
+    fn(LayerName(l, "self_attn.v_proj.bias"), {kv_width}, true);
+    fn(LayerName(l, "self_attn.o_proj.weight"), {hidden, q_width}, false);
+    fn(LayerName(l, "post_attention_layernorm.weight"), {hidden}, false);
+    fn(LayerName(l, "mlp.gate_proj.weight"), {inter, hidden}, false);
+    fn(LayerName(l, "mlp.up_proj.weight"), {inter, hidden}, false);
+    fn(LayerName(l, "mlp.down_proj.weight"), {hidden, inter}, false);
+  }
+  if (spec.last) {
+    fn("model.norm.weight", {hidden}, false);
+    if (!tied) fn("lm_head.weight", {vocab, hidden}, false);
+  }
+}
+
+}  // namespace
+
+Checkpoint::Filter StageTensorFilter(const ModelConfig& c, const StageSpec& spec) {
+  auto names = std::make_shared<std::set<std::string, std::less<>>>();
+  ForEachStageTensor(c, spec, [&](const std::string& name, Shape, bool) { names->insert(name); });
+  return [names](std::string_view name) { return names->count(name) > 0; };
+}
+
+namespace {
+
+Status CheckStageTensors(const Checkpoint& f, const ModelConfig& c, const StageSpec& spec) {
+  LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(c, spec));
+  Status first;
+  ForEachStageTensor(c, spec, [&](const std::string& name, Shape shape, bool optional) {
+    if (!first.ok()) return;
+    const TensorRef t = f.Find(name);
+    const std::string where = f.path() + ": tensor \"" + name + "\"";
+    if (t.info == nullptr) {
+      if (!optional) first = NotFoundError(where + " not found");
+    } else if (t.info->shape != shape) {
+      first = f.ReadF32(name, shape).status();  // words the shape error
+    } else if (t.info->dtype != DType::kBF16 && t.info->dtype != DType::kF16 &&
+               t.info->dtype != DType::kF32) {
+      first = UnimplementedError(where + " has dtype " + std::string(DTypeName(t.info->dtype)) +
+                                 "; weights must be BF16, F16 or F32");
+    }
+  });
+  return first;
+}
+
+}  // namespace
+
+Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
                                       const StageSpec& spec, WeightFormat format,
                                       ops::ThreadPool* pool) {
-  LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(c, spec));
+  // Every tensor present, shaped and typed as the config says before
+  // anything is allocated.
+  LOCKSTEP_RETURN_IF_ERROR(CheckStageTensors(f, c, spec));
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const size_t vocab = static_cast<size_t>(c.vocab_size);
   StageWeights w;
@@ -146,6 +234,7 @@ Result<StageWeights> LoadStageWeights(const SafetensorsFile& f, const ModelConfi
       LOCKSTEP_ASSIGN_OR_RETURN(w.lm_head, ReadMatrix(f, "lm_head.weight", vocab, hidden, format, pool));
     }
   }
+  LOCKSTEP_RETURN_IF_ERROR(f.CheckUnchanged());
   return w;
 }
 

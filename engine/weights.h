@@ -2,8 +2,12 @@
 // embedding table when the stage is first (or when it is last and the head
 // is tied), plus the final norm and LM head when it is last.
 //
-// Loaded from a safetensors file; only the tensors the stage needs are
-// read, so resident memory scales with the stage's share of the model.
+// Loaded from a Checkpoint (one safetensors file or several); only the
+// tensors the stage needs are read, block by block straight into their
+// packed layout, so resident memory is the stage's share of the model and
+// never a second copy of it. Every needed tensor's presence, shape and
+// dtype is checked before anything is allocated, and a file truncated or
+// rewritten while loading is an error naming it.
 // Linear layers are stored in the kernels' panel layout (PackedMatrix),
 // by default keeping BF16 checkpoints' bits and widening them in registers
 // by the exact §4.1 shift — the same f32 values widen-at-load (§4.2) gives,
@@ -16,7 +20,7 @@
 
 #include "base/status.h"
 #include "engine/io/model_config.h"
-#include "engine/io/safetensors.h"
+#include "engine/io/checkpoint.h"
 #include "engine/ops/packed_matrix.h"
 #include "engine/ops/thread_pool.h"
 
@@ -75,10 +79,10 @@ struct StageWeights {
 
 // REQUIRES: spec validated against cfg (0 <= lo <= hi <= num_layers).
 // The three-argument form loads WeightFormat::kPackedBf16.
-Result<StageWeights> LoadStageWeights(const SafetensorsFile& file, const ModelConfig& cfg,
+Result<StageWeights> LoadStageWeights(const Checkpoint& file, const ModelConfig& cfg,
                                       const StageSpec& spec);
 // With a pool, packing runs on its threads (same result, faster load).
-Result<StageWeights> LoadStageWeights(const SafetensorsFile& file, const ModelConfig& cfg,
+Result<StageWeights> LoadStageWeights(const Checkpoint& file, const ModelConfig& cfg,
                                       const StageSpec& spec, WeightFormat format,
                                       ops::ThreadPool* pool = nullptr);
 
@@ -88,5 +92,9 @@ size_t WeightBytesPerToken(const StageWeights& w);
 
 // Checks a spec against a config; Invalid error naming the bad field.
 Status ValidateStageSpec(const ModelConfig& cfg, const StageSpec& spec);
+
+// Selects the tensors a stage reads (for Checkpoint::Open, so a stage opens
+// only the shard files that hold them). REQUIRES: a validated spec.
+Checkpoint::Filter StageTensorFilter(const ModelConfig& cfg, const StageSpec& spec);
 
 }  // namespace lockstep

@@ -30,14 +30,15 @@ class Fields {
     return UnimplementedError(source_ + ": field \"" + key + "\": " + what);
   }
 
-  // A JSON integer in [1, INT_MAX].
-  Result<int> PositiveInt(const char* key) const {
+  // A JSON integer in [1, max] (kConfigLimits: checked before anything
+  // sized by it is allocated).
+  Result<int> PositiveInt(const char* key, int max) const {
     if (!Has(key)) return Error(key, "missing");
     const json& v = root_[key];
     if (!v.is_number_integer()) return Error(key, "is not an integer: " + v.dump());
     if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 ||
-        v.get<uint64_t>() > INT_MAX) {
-      return Error(key, "must be in [1, " + std::to_string(INT_MAX) + "], got " + v.dump());
+        v.get<uint64_t>() > static_cast<uint64_t>(max)) {
+      return Error(key, "must be in [1, " + std::to_string(max) + "], got " + v.dump());
     }
     return static_cast<int>(v.get<uint64_t>());
   }
@@ -75,17 +76,19 @@ class Fields {
 };
 
 Status ParseSizes(const Fields& f, ModelConfig& c) {
-  LOCKSTEP_ASSIGN_OR_RETURN(c.hidden_size, f.PositiveInt("hidden_size"));
-  LOCKSTEP_ASSIGN_OR_RETURN(c.intermediate_size, f.PositiveInt("intermediate_size"));
-  LOCKSTEP_ASSIGN_OR_RETURN(c.num_layers, f.PositiveInt("num_hidden_layers"));
-  LOCKSTEP_ASSIGN_OR_RETURN(c.num_heads, f.PositiveInt("num_attention_heads"));
+  const ConfigLimits& l = kConfigLimits;
+  LOCKSTEP_ASSIGN_OR_RETURN(c.hidden_size, f.PositiveInt("hidden_size", l.hidden_size));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.intermediate_size,
+                            f.PositiveInt("intermediate_size", l.intermediate_size));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.num_layers, f.PositiveInt("num_hidden_layers", l.num_layers));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.num_heads, f.PositiveInt("num_attention_heads", l.num_heads));
   c.num_kv_heads = c.num_heads;
   if (f.Has("num_key_value_heads")) {
-    LOCKSTEP_ASSIGN_OR_RETURN(c.num_kv_heads, f.PositiveInt("num_key_value_heads"));
+    LOCKSTEP_ASSIGN_OR_RETURN(c.num_kv_heads, f.PositiveInt("num_key_value_heads", l.num_heads));
   }
-  LOCKSTEP_ASSIGN_OR_RETURN(c.vocab_size, f.PositiveInt("vocab_size"));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.vocab_size, f.PositiveInt("vocab_size", l.vocab_size));
   LOCKSTEP_ASSIGN_OR_RETURN(c.max_position_embeddings,
-                            f.PositiveInt("max_position_embeddings"));
+                            f.PositiveInt("max_position_embeddings", l.max_positions));
   return Status::Ok();
 }
 
@@ -96,7 +99,7 @@ Status ParseHeads(const Fields& f, ModelConfig& c) {
                        std::to_string(c.num_heads));
   }
   if (f.Has("head_dim")) {
-    LOCKSTEP_ASSIGN_OR_RETURN(c.head_dim, f.PositiveInt("head_dim"));
+    LOCKSTEP_ASSIGN_OR_RETURN(c.head_dim, f.PositiveInt("head_dim", kConfigLimits.head_dim));
   } else if (c.hidden_size % c.num_heads != 0) {
     return f.Error("num_attention_heads",
                    std::to_string(c.num_heads) + " does not divide hidden_size " +
@@ -117,10 +120,39 @@ Status CheckSupported(const Fields& f) {
   if (*act != "silu") return f.Unsupported("hidden_act", "\"" + *act + "\" (only silu)");
   LOCKSTEP_ASSIGN_OR_RETURN(bool interleaved, f.Bool("rope_interleaved", false));
   if (interleaved) return f.Unsupported("rope_interleaved", "interleaved RoPE");
-  if (f.Has("rope_scaling")) {
-    return f.Unsupported("rope_scaling", f.root()["rope_scaling"].dump(-1, ' ', true));
-  }
   return Status::Ok();
+}
+
+// rope_scaling: null/absent, or {"rope_type" (or "type"): "llama3", ...}.
+Result<std::optional<Llama3RopeScaling>> ParseRopeScaling(const Fields& f) {
+  if (!f.Has("rope_scaling")) return std::optional<Llama3RopeScaling>();
+  const json& r = f.root()["rope_scaling"];
+  const std::string shown = r.dump(-1, ' ', true);
+  if (!r.is_object()) return f.Error("rope_scaling", "is not an object: " + shown);
+  const char* type_key = r.contains("rope_type") ? "rope_type" : "type";
+  if (!r.contains(type_key) || !r[type_key].is_string() ||
+      r[type_key].get<std::string>() != "llama3") {
+    return f.Unsupported("rope_scaling", shown + " (only rope_type \"llama3\")");
+  }
+  Llama3RopeScaling s;
+  const std::pair<const char*, double*> keys[] = {
+      {"factor", &s.factor},
+      {"low_freq_factor", &s.low_freq_factor},
+      {"high_freq_factor", &s.high_freq_factor},
+      {"original_max_position_embeddings", &s.original_max_position_embeddings}};
+  for (const auto& [key, slot] : keys) {
+    if (!r.contains(key) || !r[key].is_number()) {
+      return f.Error("rope_scaling", std::string("\"") + key + "\" is missing or not a number");
+    }
+    *slot = r[key].get<double>();
+    if (!std::isfinite(*slot) || !(*slot > 0)) {
+      return f.Error("rope_scaling", std::string("\"") + key + "\" must be positive and finite");
+    }
+  }
+  if (!(s.low_freq_factor < s.high_freq_factor)) {
+    return f.Error("rope_scaling", "low_freq_factor must be below high_freq_factor");
+  }
+  return std::optional<Llama3RopeScaling>(s);
 }
 
 }  // namespace
@@ -140,6 +172,7 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text,
   LOCKSTEP_ASSIGN_OR_RETURN(c.rope_theta, f.PositiveFloat("rope_theta"));
   LOCKSTEP_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
   LOCKSTEP_ASSIGN_OR_RETURN(c.attention_bias, f.Bool("attention_bias", false));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(f));
   LOCKSTEP_ASSIGN_OR_RETURN(c.layer_window,
                             ParseLayerWindows(root, c.num_layers, source_name));
   return c;

@@ -5,11 +5,12 @@
 // positive integers that divide as the architecture needs, floats are cast
 // exactly as §2.3 pins (JSON number -> f64 -> one RNE rounding to f32), and
 // any feature this runtime does not implement (another activation, RoPE
-// scaling, interleaved RoPE) is refused as Unimplemented rather than
-// ignored. Keys that do not affect the computation are ignored. Every error
+// scaling other than Llama-3's, interleaved RoPE) is refused as
+// Unimplemented rather than ignored. Keys that do not affect the computation are ignored. Every error
 // names the file and the field. Plain data; thread-compatible.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,29 @@
 #include "base/status.h"
 
 namespace lockstep {
+
+// Largest value accepted for each size (far above any published model);
+// a config over one is Invalid naming the field, before anything sized by
+// it is allocated.
+struct ConfigLimits {
+  int hidden_size = 1 << 16;
+  int intermediate_size = 1 << 20;
+  int num_layers = 4096;
+  int num_heads = 4096;
+  int head_dim = 1024;
+  int vocab_size = 1 << 24;
+  int max_positions = 1 << 24;
+};
+inline constexpr ConfigLimits kConfigLimits{};
+
+// `rope_scaling` with rope_type "llama3" (docs/../EXTENSIONS.md E1): the four
+// inputs as JSON numbers read as binary64 (§2.3), no rounding to f32.
+struct Llama3RopeScaling {
+  double factor = 0;
+  double low_freq_factor = 0;
+  double high_freq_factor = 0;
+  double original_max_position_embeddings = 0;
+};
 
 struct ModelConfig {
   std::string model_type;          // "llama", "qwen2", ... ("" if absent)
@@ -33,6 +57,7 @@ struct ModelConfig {
   bool tie_word_embeddings = false;  // absent -> false (HF Llama/Qwen2 default)
   bool attention_bias = false;     // informative; the loader decides by tensors
   std::vector<int> layer_window;   // [num_layers]; 0 = full causal, else W
+  std::optional<Llama3RopeScaling> rope_scaling;  // absent/null -> nullopt
 
   // Query heads per KV head (GQA group size, §9).
   // REQUIRES: a parsed config (num_kv_heads > 0).
@@ -42,7 +67,9 @@ struct ModelConfig {
 // Parses config.json text; `source_name` prefixes every error message.
 // Invalid for missing/ill-typed/inconsistent fields, Unimplemented for
 // unsupported features (hidden_act other than silu, rope_interleaved true,
-// any rope_scaling, unknown layer_types entries).
+// rope_scaling other than rope_type "llama3", unknown layer_types entries).
+// llama3 scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor
+// and original_max_position_embeddings > 0, all finite (else Invalid).
 Result<ModelConfig> ParseModelConfig(std::string_view json_text,
                                      const std::string& source_name);
 

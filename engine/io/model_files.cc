@@ -1,22 +1,31 @@
 #include "engine/io/model_files.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "engine/io/json_util.h"
 #include "engine/io/model_config.h"
+#include "engine/io/read_only_file.h"
 
 namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kWeights = "model.safetensors";
 constexpr const char* kConfig = "config.json";
 constexpr const char* kTokenizer = "tokenizer.json";
 
 bool IsRegularFile(const std::string& path) {
   std::error_code ec;
   return fs::is_regular_file(path, ec);
+}
+
+// NotFound when missing, Io saying what it is when not a regular file.
+Status RequireRegularFile(const std::string& path) {
+  if (IsRegularFile(path)) return Status::Ok();
+  const std::string kind = DescribePathKind(path);
+  if (kind == "missing") return NotFoundError(path + ": required file not found");
+  return IoError(path + ": is " + kind + ", not a regular file");
 }
 
 Digest MustHex(std::string_view hex) { return *DigestFromHex(hex); }
@@ -35,24 +44,33 @@ void CheckOne(const char* file, const std::optional<Digest>& pin,
 Result<ModelFiles> LocateModelFiles(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    return NotFoundError(dir + ": model directory not found");
+    const std::string kind = DescribePathKind(dir);
+    if (kind == "missing") return NotFoundError(dir + ": model directory not found");
+    return IoError(dir + ": is " + kind + ", not a model directory");
   }
   ModelFiles files;
   files.dir = dir;
-  files.weights_path = dir + "/" + kWeights;
   files.config_path = dir + "/" + kConfig;
-  for (const std::string* p : {&files.config_path, &files.weights_path}) {
-    if (!IsRegularFile(*p)) return NotFoundError(*p + ": required file not found");
-  }
+  LOCKSTEP_RETURN_IF_ERROR(RequireRegularFile(files.config_path));
+  const std::string single = dir + "/" + kSingleWeightsFile;
+  const std::string index = dir + "/" + kShardIndexFile;
+  files.sharded = DescribePathKind(single) == "missing" && DescribePathKind(index) != "missing";
+  files.weights_path = files.sharded ? index : single;
+  LOCKSTEP_RETURN_IF_ERROR(RequireRegularFile(files.weights_path));
   std::string tok = dir + "/" + kTokenizer;
   files.has_tokenizer = IsRegularFile(tok);
   if (files.has_tokenizer) files.tokenizer_path = tok;
   return files;
 }
 
-Result<ArtifactHashes> HashArtifacts(const ModelFiles& files) {
+Result<ArtifactHashes> HashArtifacts(const ModelFiles& files, const Checkpoint& weights,
+                                     int threads) {
   ArtifactHashes h;
-  LOCKSTEP_ASSIGN_OR_RETURN(h.weights, Sha256File(files.weights_path));
+  LOCKSTEP_ASSIGN_OR_RETURN(h.weight_files, weights.HashFiles(threads));
+  h.weights = Digest{};
+  if (weights.open_files() == weights.file_names().size()) {
+    h.weights = Checkpoint::WeightsSha256(h.weight_files, weights.sharded());
+  }
   LOCKSTEP_ASSIGN_OR_RETURN(h.config, Sha256File(files.config_path));
   if (files.has_tokenizer) {
     LOCKSTEP_ASSIGN_OR_RETURN(h.tokenizer, Sha256File(files.tokenizer_path));
@@ -79,6 +97,17 @@ Result<ModelPins> ParseManifest(std::string_view json_text, const std::string& n
   ModelPins pins;
   pins.name = name;
   for (const auto& [key, value] : j.items()) {
+    if (key == "files") {
+      if (!value.is_object()) return InvalidError(name + ": field \"files\": not an object");
+      for (const auto& [file, hex] : value.items()) {
+        std::string where = name + ": field \"files\": \"" + file + "\"";
+        if (!hex.is_string()) return InvalidError(where + ": not a string");
+        auto d = DigestFromHex(hex.get<std::string>());
+        if (!d.ok()) return InvalidError(where + ": not 64 hex digits");
+        pins.files[file] = *d;
+      }
+      continue;
+    }
     std::optional<Digest>* slot = key == "weights_sha256"     ? &pins.weights
                                   : key == "tokenizer_sha256" ? &pins.tokenizer
                                   : key == "config_sha256"    ? &pins.config
@@ -98,9 +127,23 @@ Result<ModelPins> LoadManifest(const std::string& path) {
   return ParseManifest(text, path);
 }
 
-Status VerifyPins(const ArtifactHashes& actual, const ModelPins& pins) {
+Status VerifyPins(const ArtifactHashes& actual, const ModelPins& pins,
+                  const std::vector<std::string>& weight_file_names) {
   std::string mismatches;
-  CheckOne(kWeights, pins.weights, actual.weights, mismatches);
+  for (const auto& [file, pin] : pins.files) {
+    auto it = std::find_if(actual.weight_files.begin(), actual.weight_files.end(),
+                           [&](const FileDigest& d) { return d.file == file; });
+    if (it != actual.weight_files.end()) {
+      CheckOne(file.c_str(), pin, it->sha256, mismatches);
+    } else if (file != kShardIndexFile &&
+               std::find(weight_file_names.begin(), weight_file_names.end(), file) ==
+                   weight_file_names.end()) {
+      if (!mismatches.empty()) mismatches += "; ";
+      mismatches += file + ": pinned but not part of the checkpoint";
+    }
+  }
+  const char* label = actual.weight_files.size() > 1 ? "weights (sharded checkpoint)" : kSingleWeightsFile;
+  if (actual.weights != Digest{}) CheckOne(label, pins.weights, actual.weights, mismatches);
   CheckOne(kTokenizer, pins.tokenizer, actual.tokenizer, mismatches);
   CheckOne(kConfig, pins.config, actual.config, mismatches);
   if (mismatches.empty()) return Status::Ok();

@@ -21,12 +21,13 @@ std::string ShapeString(std::span<const int64_t> shape) {
   return s + "]";
 }
 
-// §4.1: f32 bits = (u16 little-endian) << 16, element by element.
-std::vector<float> WidenBf16(std::span<const uint8_t> bytes) {
+// Widens little-endian 16-bit elements to f32 bits with `widen`.
+template <typename Widen>
+std::vector<float> Widen16(std::span<const uint8_t> bytes, Widen widen) {
   std::vector<float> out(bytes.size() / 2);  // [elements]
   for (size_t i = 0; i < out.size(); ++i) {
     uint16_t b = static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8));
-    out[i] = std::bit_cast<float>(WidenBf16Bits(b));
+    out[i] = std::bit_cast<float>(widen(b));
   }
   return out;
 }
@@ -39,12 +40,38 @@ std::vector<float> CopyF32(std::span<const uint8_t> bytes) {
 
 }  // namespace
 
+uint32_t WidenF16Bits(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  const uint32_t man = h & 0x3FFu;
+  if (exp == 0x1F) return sign | 0x7F800000u | (man << 13);  // inf, NaN
+  if (exp != 0) return sign | ((exp + 112) << 23) | (man << 13);
+  if (man == 0) return sign;  // +-0
+  const int k = 31 - __builtin_clz(man);  // highest set bit, 0..9: man * 2^-24
+  return sign | (static_cast<uint32_t>(k + 103) << 23) | ((man << (23 - k)) & 0x7FFFFFu);
+}
+
 Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
-  LOCKSTEP_ASSIGN_OR_RETURN(MappedFile map, MappedFile::Open(path));
+  LOCKSTEP_ASSIGN_OR_RETURN(ReadOnlyFile rf, ReadOnlyFile::Open(path));
   SafetensorsFile file;
   file.path_ = path;
-  file.map_ = std::move(map);
-  return Validate(std::move(file));
+  file.file_ = std::move(rf);
+  // The 8-byte length, then the header it announces when that is plausible;
+  // ParseSafetensorsHeader words every implausible case.
+  std::vector<uint8_t> head(std::min<uint64_t>(8, file.file_.size()));
+  LOCKSTEP_RETURN_IF_ERROR(file.file_.ReadAt(0, head, "the header length"));
+  if (head.size() == 8) {
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | head[static_cast<size_t>(i)];
+    if (n <= kMaxSafetensorsHeader && n <= file.file_.size() - 8) {
+      head.resize(8 + n);
+      LOCKSTEP_RETURN_IF_ERROR(file.file_.ReadAt(
+          8, std::span<uint8_t>(head.data() + 8, n), "the header"));
+    }
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(file.tensors_,
+                            ParseSafetensorsHeader(head, file.file_.size(), path));
+  return file;
 }
 
 Result<SafetensorsFile> SafetensorsFile::FromBuffer(std::vector<uint8_t> bytes,
@@ -52,18 +79,36 @@ Result<SafetensorsFile> SafetensorsFile::FromBuffer(std::vector<uint8_t> bytes,
   SafetensorsFile file;
   file.path_ = std::move(name);
   file.owned_ = std::move(bytes);
-  return Validate(std::move(file));
-}
-
-Result<SafetensorsFile> SafetensorsFile::Validate(SafetensorsFile file) {
+  file.in_memory_ = true;
   LOCKSTEP_ASSIGN_OR_RETURN(file.tensors_,
-                            ParseSafetensorsHeader(file.AllBytes(), file.path_));
+                            ParseSafetensorsHeader(file.owned_, file.owned_.size(), file.path_));
   return file;
 }
 
-std::span<const uint8_t> SafetensorsFile::AllBytes() const {
-  if (!map_.bytes().empty()) return map_.bytes();
-  return {owned_.data(), owned_.size()};
+uint64_t SafetensorsFile::size() const { return in_memory_ ? owned_.size() : file_.size(); }
+
+Result<Digest> SafetensorsFile::Sha256() const {
+  if (in_memory_) return lockstep::Sha256(std::span<const uint8_t>(owned_));
+  return file_.Sha256();
+}
+
+Status SafetensorsFile::CheckUnchanged() const {
+  return in_memory_ ? Status::Ok() : file_.CheckUnchanged();
+}
+
+Status SafetensorsFile::Read(const TensorInfo& t, uint64_t at, std::span<uint8_t> out) const {
+  if (out.empty()) return Status::Ok();
+  if (in_memory_) {
+    std::memcpy(out.data(), owned_.data() + t.offset + at, out.size());
+    return Status::Ok();
+  }
+  return file_.ReadAt(t.offset + at, out, "tensor \"" + t.name + "\"");
+}
+
+Result<std::vector<uint8_t>> SafetensorsFile::ReadBytes(const TensorInfo& t) const {
+  std::vector<uint8_t> out(t.nbytes);
+  LOCKSTEP_RETURN_IF_ERROR(Read(t, 0, out));
+  return out;
 }
 
 const TensorInfo* SafetensorsFile::Find(std::string_view name) const {
@@ -72,10 +117,6 @@ const TensorInfo* SafetensorsFile::Find(std::string_view name) const {
       [](const TensorInfo& t, std::string_view n) { return t.name < n; });
   if (it == tensors_.end() || it->name != name) return nullptr;
   return &*it;
-}
-
-std::span<const uint8_t> SafetensorsFile::Bytes(const TensorInfo& t) const {
-  return AllBytes().subspan(t.offset, t.nbytes);
 }
 
 Result<std::vector<float>> SafetensorsFile::ReadF32(
@@ -88,11 +129,14 @@ Result<std::vector<float>> SafetensorsFile::ReadF32(
     return InvalidError(where + " has shape " + ShapeString(t->shape) +
                         ", expected " + ShapeString(expected_shape));
   }
-  if (t->dtype == DType::kBF16) return WidenBf16(Bytes(*t));
-  if (t->dtype == DType::kF32) return CopyF32(Bytes(*t));
-  return UnimplementedError(where + " has dtype " +
-                            std::string(DTypeName(t->dtype)) +
-                            "; only BF16 and F32 can be read as f32");
+  if (t->dtype != DType::kBF16 && t->dtype != DType::kF16 && t->dtype != DType::kF32) {
+    return UnimplementedError(where + " has dtype " + std::string(DTypeName(t->dtype)) +
+                              "; only BF16, F16 and F32 can be read as f32");
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadBytes(*t));
+  if (t->dtype == DType::kBF16) return Widen16(bytes, WidenBf16Bits);
+  if (t->dtype == DType::kF16) return Widen16(bytes, WidenF16Bits);
+  return CopyF32(bytes);
 }
 
 }  // namespace lockstep

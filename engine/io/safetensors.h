@@ -5,13 +5,14 @@
 // SafetensorsFile validates the whole header when it is opened (every
 // failure is a Corrupt error naming the file and, where there is one, the
 // tensor), so afterwards every TensorInfo's byte range is inside the data
-// section and no two non-empty ranges overlap; Bytes() can never read out
-// of bounds.
+// section and no two non-empty ranges overlap. Tensor bytes are read on
+// demand by offset (ReadOnlyFile, never mapped): a file truncated after it
+// was opened gives a Corrupt error naming it, never SIGBUS, and only the
+// bytes a caller reads are ever copied into memory.
 //
 // SafetensorsFile is move-only and immutable after opening; its const
-// methods are safe to call from many threads. Spans returned by Bytes()
-// point into the file and are valid while the SafetensorsFile lives (and is
-// not moved from). SafetensorsWriter is a plain builder, not thread-safe.
+// methods are safe to call from many threads. SafetensorsWriter is a plain
+// builder, not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,8 @@
 
 #include "base/status.h"
 #include "engine/io/dtype.h"
-#include "engine/io/mapped_file.h"
+#include "base/sha256.h"
+#include "engine/io/read_only_file.h"
 
 namespace lockstep {
 
@@ -42,8 +44,9 @@ class SafetensorsFile {
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
-  // Maps `path` read-only and validates it. NotFound/Io from the OS,
-  // Corrupt from validation.
+  // Opens `path` read-only and validates its header. NotFound/Io from the
+  // OS (naming what the path is when it is not a regular file), Corrupt from
+  // validation.
   static Result<SafetensorsFile> Open(const std::string& path);
   // Same validation over an in-memory copy; `name` stands in for the path
   // in error messages.
@@ -54,12 +57,17 @@ class SafetensorsFile {
   const TensorInfo* Find(std::string_view name) const;
   // Every tensor, sorted by name.
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
-  // REQUIRES: `t` is one of tensors() of this file.
-  std::span<const uint8_t> Bytes(const TensorInfo& t) const;
+  // Copies bytes [at, at + out.size()) of tensor `t`'s data into `out`.
+  // REQUIRES: `t` is one of tensors() of this file, at + out.size() <=
+  // t.nbytes. Corrupt naming the file and tensor if the file was truncated.
+  Status Read(const TensorInfo& t, uint64_t at, std::span<uint8_t> out) const;
+  // All of tensor `t`'s bytes (same REQUIRES and errors as Read).
+  Result<std::vector<uint8_t>> ReadBytes(const TensorInfo& t) const;
 
-  // The named tensor as f32: BF16 widened by the exact §4.1 shift, F32
-  // copied bit for bit. NotFound if absent; Invalid if its shape is not
-  // `expected_shape`; Unimplemented for any other dtype.
+  // The named tensor as f32: BF16 widened by the exact §4.1 shift, F16
+  // widened exactly (every binary16 value is an f32), F32 copied bit for
+  // bit. NotFound if absent; Invalid if its shape is not `expected_shape`;
+  // Unimplemented for any other dtype.
   Result<std::vector<float>> ReadF32(
       std::string_view name, std::span<const int64_t> expected_shape) const;
   // Same, for a braced shape: ReadF32("model.norm.weight", {576}).
@@ -70,15 +78,22 @@ class SafetensorsFile {
   }
 
   const std::string& path() const { return path_; }
+  uint64_t size() const;
+
+  // SHA-256 of the whole file as opened, read through the same descriptor
+  // the tensors are read from.
+  Result<Digest> Sha256() const;
+  // Mismatch if the file was rewritten in place since it was opened
+  // (ReadOnlyFile::CheckUnchanged); Ok for an in-memory buffer.
+  Status CheckUnchanged() const;
 
  private:
   SafetensorsFile() = default;
-  static Result<SafetensorsFile> Validate(SafetensorsFile file);
-  std::span<const uint8_t> AllBytes() const;
 
   std::string path_;
-  MappedFile map_;              // used by Open
+  ReadOnlyFile file_;           // used by Open
   std::vector<uint8_t> owned_;  // used by FromBuffer
+  bool in_memory_ = false;
   std::vector<TensorInfo> tensors_;
 };
 
@@ -112,5 +127,9 @@ class SafetensorsWriter {
 
 // Widens one bf16 bit pattern to f32 exactly (§4.1): bits << 16.
 inline uint32_t WidenBf16Bits(uint16_t b) { return static_cast<uint32_t>(b) << 16; }
+
+// Widens one IEEE binary16 bit pattern to the f32 of the same value (exact:
+// subnormals become normal f32s, infinities and NaN payloads are kept).
+uint32_t WidenF16Bits(uint16_t h);
 
 }  // namespace lockstep

@@ -21,22 +21,26 @@ struct Where {
   }
 };
 
-Result<uint64_t> ReadHeaderLength(std::span<const uint8_t> file,
+Result<uint64_t> ReadHeaderLength(std::span<const uint8_t> head, uint64_t file_size,
                                   const std::string& name) {
-  if (file.size() < 8) {
-    return CorruptError(name + ": file is " + std::to_string(file.size()) +
+  if (file_size < 8 || head.size() < 8) {
+    return CorruptError(name + ": file is " + std::to_string(file_size) +
                         " bytes, shorter than the 8-byte header length");
   }
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | file[i];
+  for (int i = 7; i >= 0; --i) n = (n << 8) | head[i];
   if (n > kMaxSafetensorsHeader) {
     return CorruptError(name + ": header length " + std::to_string(n) +
                         " exceeds the 100 MiB limit");
   }
-  if (n > file.size() - 8) {
+  if (n > file_size - 8) {
     return CorruptError(name + ": header length " + std::to_string(n) +
                         " runs past the end of the " +
-                        std::to_string(file.size()) + "-byte file");
+                        std::to_string(file_size) + "-byte file");
+  }
+  if (n > head.size() - 8) {
+    return CorruptError(name + ": only " + std::to_string(head.size() - 8) + " of the " +
+                        std::to_string(n) + " header bytes could be read");
   }
   return n;
 }
@@ -177,16 +181,16 @@ Status CheckNoOverlap(std::vector<const TensorInfo*> by_offset,
 }  // namespace
 
 Result<std::vector<TensorInfo>> ParseSafetensorsHeader(
-    std::span<const uint8_t> file, const std::string& name) {
-  LOCKSTEP_ASSIGN_OR_RETURN(uint64_t n, ReadHeaderLength(file, name));
-  std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, n);
+    std::span<const uint8_t> head, uint64_t file_size, const std::string& name) {
+  LOCKSTEP_ASSIGN_OR_RETURN(uint64_t n, ReadHeaderLength(head, file_size, name));
+  std::string_view text(reinterpret_cast<const char*>(head.data()) + 8, n);
   LOCKSTEP_ASSIGN_OR_RETURN(
       json header, ParseJsonStrict(text, name + ": header", ErrorKind::kCorrupt));
   if (!header.is_object()) {
     return CorruptError(name + ": header is a " +
                         std::string(JsonTypeName(header)) + ", not an object");
   }
-  const uint64_t data_size = file.size() - 8 - n;
+  const uint64_t data_size = file_size - 8 - n;
   std::vector<TensorInfo> tensors;
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") {

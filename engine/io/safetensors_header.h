@@ -16,10 +16,12 @@ namespace lockstep {
 // Largest header length accepted (the reference implementation's limit).
 inline constexpr uint64_t kMaxSafetensorsHeader = 100ull << 20;
 
-// Parses and validates the header of the whole file `file`. Returns every
-// tensor sorted by name, each range inside the data section, non-empty
-// ranges pairwise disjoint. Any failure: Corrupt "<name>: ...".
+// Parses and validates the header of a file of `file_size` bytes whose
+// first bytes are `head` (at least the 8-byte length and the header it
+// announces, when the file has them). Returns every tensor sorted by name,
+// each range inside the data section, non-empty ranges pairwise disjoint.
+// Any failure: Corrupt "<name>: ...".
 Result<std::vector<TensorInfo>> ParseSafetensorsHeader(
-    std::span<const uint8_t> file, const std::string& name);
+    std::span<const uint8_t> head, uint64_t file_size, const std::string& name);
 
 }  // namespace lockstep

@@ -1,12 +1,15 @@
 #include "engine/io/synthetic_model.h"
 
+#include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "engine/io/atomic_file.h"
+#include "engine/io/checkpoint.h"
 #include "engine/io/safetensors.h"
 
 namespace lockstep {
@@ -61,9 +64,15 @@ std::vector<uint8_t> Values(const std::string& name, uint64_t seed,
   return out;
 }
 
-// Adds tensors to a writer, seeding each from (seed, name).
+struct Tensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;  // bf16
+};
+
+// Collects tensors, seeding each from (seed, name).
 struct Builder {
-  SafetensorsWriter& w;
+  std::vector<Tensor>& out;
   uint64_t seed;
 
   void Linear(const std::string& name, int out, int in) {
@@ -75,8 +84,7 @@ struct Builder {
            double amplitude) {
     size_t count = 1;
     for (int64_t d : shape) count *= static_cast<size_t>(d);
-    w.Add(name, DType::kBF16, std::move(shape),
-          Values(name, seed, count, center, amplitude));
+    out.push_back({name, std::move(shape), Values(name, seed, count, center, amplitude)});
   }
 };
 
@@ -146,11 +154,48 @@ std::string SyntheticConfigJson(const SyntheticShape& s) {
   return j.dump(2) + "\n";
 }
 
-Status WriteSyntheticWeights(const std::string& safetensors_path,
-                             const ModelConfig& cfg, bool with_bias,
-                             uint64_t seed) {
-  SafetensorsWriter w;
-  Builder b{w, seed};
+namespace {
+
+std::string ShardName(int k, int n) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", k, n);
+  return buf;
+}
+
+// Tensors in name order, cut into `shards` runs of about equal bytes: file
+// k holds the tensors whose first byte falls in [k, k+1) * total / shards.
+Status WriteShards(const std::string& dir, std::vector<Tensor> tensors, int shards) {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const Tensor& a, const Tensor& b) { return a.name < b.name; });
+  uint64_t total = 0;
+  for (const Tensor& t : tensors) total += t.data.size();
+  std::vector<SafetensorsWriter> writers(static_cast<size_t>(shards));
+  nlohmann::json map = nlohmann::json::object();
+  uint64_t before = 0;
+  for (Tensor& t : tensors) {
+    const int k = static_cast<int>(
+        std::min<uint64_t>(static_cast<uint64_t>(shards) - 1,
+                           before * static_cast<uint64_t>(shards) / std::max<uint64_t>(total, 1)));
+    before += t.data.size();
+    map[t.name] = ShardName(k + 1, shards);
+    writers[static_cast<size_t>(k)].Add(t.name, DType::kBF16, std::move(t.shape), std::move(t.data));
+  }
+  for (int k = 0; k < shards; ++k) {
+    LOCKSTEP_RETURN_IF_ERROR(writers[static_cast<size_t>(k)].WriteFile(dir + "/" + ShardName(k + 1, shards)));
+  }
+  nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
+  return WriteFileAtomically(dir + "/" + kShardIndexFile, index.dump(2) + "\n");
+}
+
+}  // namespace
+
+Status WriteSyntheticWeights(const std::string& dir, const ModelConfig& cfg, bool with_bias,
+                             uint64_t seed, int shards) {
+  if (shards < 1 || shards > 999) {
+    return InvalidError("shards must be in [1, 999], got " + std::to_string(shards));
+  }
+  std::vector<Tensor> tensors;
+  Builder b{tensors, seed};
   const double embed_amplitude = std::sqrt(3.0 / cfg.hidden_size);
   b.Add("model.embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}, 0.0,
         embed_amplitude);
@@ -159,11 +204,14 @@ Status WriteSyntheticWeights(const std::string& safetensors_path,
   if (!cfg.tie_word_embeddings) {
     b.Add("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}, 0.0, embed_amplitude);
   }
-  return w.WriteFile(safetensors_path);
+  if (shards > 1) return WriteShards(dir, std::move(tensors), shards);
+  SafetensorsWriter w;
+  for (Tensor& t : tensors) w.Add(t.name, DType::kBF16, std::move(t.shape), std::move(t.data));
+  return w.WriteFile(dir + "/" + kSingleWeightsFile);
 }
 
 Status WriteSyntheticModel(const std::string& dir, const SyntheticShape& shape,
-                           uint64_t seed, const std::string& config_override_path) {
+                           uint64_t seed, const std::string& config_override_path, int shards) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError(dir + ": cannot create directory: " + ec.message());
@@ -176,7 +224,7 @@ Status WriteSyntheticModel(const std::string& dir, const SyntheticShape& shape,
   LOCKSTEP_ASSIGN_OR_RETURN(ModelConfig cfg, ParseModelConfig(text, source));
   bool with_bias = config_override_path.empty() ? shape.bias : cfg.attention_bias;
   LOCKSTEP_RETURN_IF_ERROR(WriteFileAtomically(dir + "/config.json", text));
-  return WriteSyntheticWeights(dir + "/model.safetensors", cfg, with_bias, seed);
+  return WriteSyntheticWeights(dir, cfg, with_bias, seed, shards);
 }
 
 }  // namespace lockstep

@@ -44,17 +44,24 @@ std::string SyntheticConfigJson(const SyntheticShape& shape);
 uint16_t Bf16RoundNearestEven(float f);
 
 // Writes every §2.5 tensor for `cfg` (plus self_attn.{q,k,v}_proj.bias when
-// `with_bias`, plus lm_head.weight when !cfg.tie_word_embeddings) as BF16.
-Status WriteSyntheticWeights(const std::string& safetensors_path,
-                             const ModelConfig& cfg, bool with_bias,
-                             uint64_t seed);
+// `with_bias`, plus lm_head.weight when !cfg.tie_word_embeddings) as BF16
+// into `dir`: model.safetensors when shards == 1; else a sharded checkpoint
+// (engine/io/checkpoint.h): model-0000K-of-0000N.safetensors, K = 1..N, the
+// tensors in name order cut into N runs of about equal bytes (so a layer's
+// tensors may span two files), and model.safetensors.index.json
+// {"metadata": {"total_size": bytes}, "weight_map": {...}}. The tensors'
+// bytes are the same either way. Invalid unless 1 <= shards <= 999.
+Status WriteSyntheticWeights(const std::string& dir, const ModelConfig& cfg, bool with_bias,
+                             uint64_t seed, int shards = 1);
 
-// Creates `dir` and writes config.json and model.safetensors there.
+// Creates `dir` and writes config.json and the weights there (shards as
+// for WriteSyntheticWeights).
 // config.json is SyntheticConfigJson(shape), or, when config_override_path
 // is not empty, a byte-exact copy of that file — then the shape and the
 // bias choice come from that config (its attention_bias). tokenizer.json
 // is not written.
 Status WriteSyntheticModel(const std::string& dir, const SyntheticShape& shape,
-                           uint64_t seed, const std::string& config_override_path);
+                           uint64_t seed, const std::string& config_override_path,
+                           int shards = 1);
 
 }  // namespace lockstep

@@ -63,27 +63,38 @@ PackedMatrix PackedMatrix::FromF32(const float* w, size_t rows, size_t cols) {
 
 PackedMatrix PackedMatrix::FromBf16Bytes(std::span<const uint8_t> bytes, size_t rows,
                                          size_t cols, WeightType type, ThreadPool* pool) {
+  PackedMatrix m = Allocated(rows, cols, type);
+  m.PackBf16Rows(0, bytes, pool);
+  return m;
+}
+
+PackedMatrix PackedMatrix::Allocated(size_t rows, size_t cols, WeightType type) {
   PackedMatrix m;
   m.Allocate(rows, cols, type);
+  return m;
+}
+
+void PackedMatrix::PackBf16Rows(size_t r0, std::span<const uint8_t> bytes, ThreadPool* pool) {
+  const size_t n = cols_ == 0 ? 0 : bytes.size() / (2 * cols_);
   // Row by row within a panel: sequential reads, and the panel being
   // written (cols * kPanelRows elements) stays in cache.
-  ForEachChunk(pool, rows, kPanelRows * 8, [&](size_t r0, size_t r1, size_t) {
-    for (size_t r = r0; r < r1; ++r) {
-      const uint8_t* src = bytes.data() + 2 * r * cols;
-      if (type == WeightType::kBf16) {
-        uint16_t* dst = reinterpret_cast<uint16_t*>(m.data_.get()) + m.Index(r, 0);
-        for (size_t k = 0; k < cols; ++k) std::memcpy(dst + k * kPanelRows, src + 2 * k, 2);
+  ForEachChunk(pool, n, kPanelRows * 8, [&](size_t b, size_t e, size_t) {
+    for (size_t i = b; i < e; ++i) {
+      const uint8_t* src = bytes.data() + 2 * i * cols_;
+      const size_t r = r0 + i;
+      if (type_ == WeightType::kBf16) {
+        uint16_t* dst = reinterpret_cast<uint16_t*>(data_.get()) + Index(r, 0);
+        for (size_t k = 0; k < cols_; ++k) std::memcpy(dst + k * kPanelRows, src + 2 * k, 2);
       } else {
-        uint32_t* dst = reinterpret_cast<uint32_t*>(m.data_.get()) + m.Index(r, 0);
-        for (size_t k = 0; k < cols; ++k) {
-          uint16_t b;
-          std::memcpy(&b, src + 2 * k, 2);
-          dst[k * kPanelRows] = WidenBits(b);
+        uint32_t* dst = reinterpret_cast<uint32_t*>(data_.get()) + Index(r, 0);
+        for (size_t k = 0; k < cols_; ++k) {
+          uint16_t v;
+          std::memcpy(&v, src + 2 * k, 2);
+          dst[k * kPanelRows] = WidenBits(v);
         }
       }
     }
   });
-  return m;
 }
 
 float PackedMatrix::At(size_t r, size_t k) const {

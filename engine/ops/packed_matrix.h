@@ -42,6 +42,14 @@ class PackedMatrix {
   // With a pool, rows are packed in parallel (the result is the same).
   static PackedMatrix FromBf16Bytes(std::span<const uint8_t> bytes, size_t rows, size_t cols,
                                     WeightType type, ThreadPool* pool = nullptr);
+  // Storage for rows x cols whose rows the caller fills with PackBf16Rows
+  // (a matrix can be packed block by block as its bytes are read). Rows
+  // never filled hold unspecified values.
+  static PackedMatrix Allocated(size_t rows, size_t cols, WeightType type);
+  // Packs rows [r0, r0 + n) from n row-major little-endian bf16 rows
+  // (2 * n * cols bytes) as FromBf16Bytes does. REQUIRES r0 + n <= rows.
+  // Distinct row ranges may be packed from different threads at once.
+  void PackBf16Rows(size_t r0, std::span<const uint8_t> bytes, ThreadPool* pool = nullptr);
 
   size_t rows() const { return rows_; }
   size_t cols() const { return cols_; }

@@ -21,6 +21,28 @@ std::vector<float> InvFreq(float rope_theta, int head_dim) {
   return inv;
 }
 
+void ScaleInvFreqLlama3(std::span<float> inv_freq, double factor, double low_freq_factor,
+                        double high_freq_factor, double old) {
+  const double kTwoPi = 6.283185307179586;  // binary64 nearest 2*pi
+  // Each line one binary64 operation, rounded to nearest (no contraction:
+  // the build uses -ffp-contract=off).
+  const double lo_wl = old / low_freq_factor;
+  const double hi_wl = old / high_freq_factor;
+  for (float& v : inv_freq) {
+    const double f = static_cast<double>(v);
+    const double wl = kTwoPi / f;
+    const double out = (wl > lo_wl) ? f / factor : f;
+    const double smooth = (old / wl - low_freq_factor) / (high_freq_factor - low_freq_factor);
+    const double one_minus = 1.0 - smooth;
+    const double a = one_minus * out;
+    const double b = a / factor;
+    const double c = smooth * out;
+    const double smoothed = b + c;
+    const bool medium = !(wl < hi_wl) && !(wl > lo_wl);
+    v = static_cast<float>(medium ? smoothed : out);
+  }
+}
+
 Digest InvFreqDigest(std::span<const float> inv_freq) {
   Sha256Stream h;
   for (float v : inv_freq) {

@@ -16,6 +16,12 @@ namespace lockstep::ops {
 // i in [0, head_dim/2). REQUIRES head_dim even and > 0.
 std::vector<float> InvFreq(float rope_theta, int head_dim);
 
+// Extension E1 (Llama-3 rope_scaling, rope_type "llama3"): rewrites each
+// inv_freq[i] in binary64 as the extension pins it, then rounds once to
+// f32. The four inputs are the config's numbers as binary64.
+void ScaleInvFreqLlama3(std::span<float> inv_freq, double factor, double low_freq_factor,
+                        double high_freq_factor, double original_max_position_embeddings);
+
 // §7.2: SHA-256 over the LE bytes of inv_freq, in index order.
 Digest InvFreqDigest(std::span<const float> inv_freq);
 

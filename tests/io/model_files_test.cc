@@ -24,9 +24,17 @@ std::string FakeModel(bool with_tokenizer) {
   std::string dir = ScratchDir() + "/model";
   fs::create_directories(dir);
   WriteText(dir + "/config.json", "{}");
-  WriteText(dir + "/model.safetensors", "weights");
+  SafetensorsWriter w;
+  w.Add("x", DType::kU8, {7}, {'w', 'e', 'i', 'g', 'h', 't', 's'});
+  EXPECT_TRUE(w.WriteFile(dir + "/model.safetensors").ok());
   if (with_tokenizer) WriteText(dir + "/tokenizer.json", "tok");
   return dir;
+}
+
+// The artifact hashes of a located folder, its checkpoint opened whole.
+Result<ArtifactHashes> Hash(const ModelFiles& files) {
+  LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint c, Checkpoint::Open(files.weights_path));
+  return HashArtifacts(files, c, 2);
 }
 
 TEST(ModelFilesTest, ConformanceHashesEqualTheIndependentVectors) {
@@ -40,7 +48,7 @@ TEST(ModelFilesTest, ConformanceHashesEqualTheIndependentVectors) {
     auto files = LocateModelFiles(dir);
     ASSERT_TRUE(files.ok()) << files.status().ToString();
     EXPECT_TRUE(files->has_tokenizer);
-    auto h = HashArtifacts(*files);
+    auto h = Hash(*files);
     ASSERT_TRUE(h.ok()) << h.status().ToString();
     EXPECT_EQ(ToHex(h->weights), e["weights_sha256"].get<std::string>()) << dir;
     EXPECT_EQ(ToHex(h->tokenizer), e["tokenizer_sha256"].get<std::string>()) << dir;
@@ -74,11 +82,11 @@ TEST(ModelFilesTest, PinMismatchIsRefusedNamingFileAndBothHashes) {
   std::string dir = FakeModel(true);
   auto files = LocateModelFiles(dir);
   ASSERT_TRUE(files.ok());
-  auto h = HashArtifacts(*files);
+  auto h = Hash(*files);
   ASSERT_TRUE(h.ok());
   ModelPins pins;
   pins.name = "test-pins";
-  pins.weights = Sha256(std::string_view("weights"));
+  pins.weights = *Sha256File(dir + "/model.safetensors");
   pins.config = Sha256(std::string_view("{ }"));  // differs from "{}"
   Status st = VerifyPins(*h, pins);
   EXPECT_EQ(st.kind(), ErrorKind::kMismatch);
@@ -101,7 +109,7 @@ TEST(ModelFilesTest, AbsentTokenizerHashesAsEmptyString) {
   ASSERT_TRUE(files.ok());
   EXPECT_FALSE(files->has_tokenizer);
   EXPECT_EQ(files->tokenizer_path, "");
-  auto h = HashArtifacts(*files);
+  auto h = Hash(*files);
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(ToHex(h->tokenizer),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
@@ -126,7 +134,10 @@ TEST(ModelFilesTest, LocateErrorsNameThePath) {
   EXPECT_EQ(r.status().kind(), ErrorKind::kNotFound);
   EXPECT_NE(r.status().message().find("model.safetensors"), std::string::npos);
   fs::create_directories(dir + "/model.safetensors");  // a directory, not a file
-  EXPECT_EQ(LocateModelFiles(dir).status().kind(), ErrorKind::kNotFound);
+  r = LocateModelFiles(dir);
+  EXPECT_EQ(r.status().kind(), ErrorKind::kIo);
+  EXPECT_NE(r.status().message().find("model.safetensors: is a directory"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(ModelFilesTest, ManifestParsing) {

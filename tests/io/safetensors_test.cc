@@ -62,8 +62,7 @@ TEST(SafetensorsTest, WriterRoundTrip) {
   EXPECT_EQ(a->shape, (std::vector<int64_t>{3, 1}));
   EXPECT_EQ(a->nbytes, 6u);
   EXPECT_EQ(a->offset % 8, 0u) << "data section must start 8-byte aligned";
-  auto bytes = f.Bytes(*a);
-  EXPECT_EQ(std::vector<uint8_t>(bytes.begin(), bytes.end()),
+  EXPECT_EQ(*f.ReadBytes(*a),
             U16Le({0x3F80, 0x8000, 0x0001}));
   // Contiguous, in name order.
   EXPECT_EQ(f.Find("empty")->offset, a->offset + 6);
@@ -85,8 +84,7 @@ TEST(SafetensorsTest, WriterReproducesHuggingFaceFileByteForByte) {
   SafetensorsFile in = MustOpen(src);
   SafetensorsWriter w;
   for (const TensorInfo& t : in.tensors()) {
-    auto b = in.Bytes(t);
-    w.Add(t.name, t.dtype, t.shape, std::vector<uint8_t>(b.begin(), b.end()));
+    w.Add(t.name, t.dtype, t.shape, *in.ReadBytes(t));
   }
   std::string out = ScratchDir() + "/copy.safetensors";
   ASSERT_TRUE(w.WriteFile(out).ok());
@@ -165,7 +163,8 @@ TEST(SafetensorsTest, F32IsCopiedBitForBit) {
 TEST(SafetensorsTest, ReadF32Errors) {
   SafetensorsWriter w;
   w.Add("m.w", DType::kBF16, {2, 3}, std::vector<uint8_t>(12, 0));
-  w.Add("m.h", DType::kF16, {2}, std::vector<uint8_t>(4, 0));
+  w.Add("m.h", DType::kF64, {2}, std::vector<uint8_t>(16, 0));
+  w.Add("m.f16", DType::kF16, {2}, {0x00, 0x3C, 0x01, 0x80});  // 1.0, -2^-24
   std::string path = ScratchDir() + "/e.safetensors";
   ASSERT_TRUE(w.WriteFile(path).ok());
   SafetensorsFile f = MustOpen(path);
@@ -187,7 +186,11 @@ TEST(SafetensorsTest, ReadF32Errors) {
   st = f.ReadF32("m.h", two).status();
   EXPECT_EQ(st.kind(), ErrorKind::kUnimplemented);
   EXPECT_NE(st.message().find("m.h"), std::string::npos);
-  EXPECT_NE(st.message().find("F16"), std::string::npos);
+  EXPECT_NE(st.message().find("F64"), std::string::npos);
+  auto f16 = f.ReadF32("m.f16", two);
+  ASSERT_TRUE(f16.ok());
+  EXPECT_EQ((*f16)[0], 1.0f);
+  EXPECT_EQ((*f16)[1], -std::ldexp(1.0f, -24));
 
   st = f.ReadF32("m.x", two).status();
   EXPECT_EQ(st.kind(), ErrorKind::kNotFound);

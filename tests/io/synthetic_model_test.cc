@@ -162,14 +162,11 @@ TEST(SyntheticModelTest, LayersAreSeededIndependently) {
   SafetensorsFile a = MustOpen(root + "/two/model.safetensors");
   SafetensorsFile b = MustOpen(root + "/three/model.safetensors");
   for (const TensorInfo& t : a.tensors()) {
-    auto x = a.Bytes(t);
-    auto y = b.Bytes(*b.Find(t.name));
-    EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << t.name;
+    EXPECT_EQ(*a.ReadBytes(t), *b.ReadBytes(*b.Find(t.name))) << t.name;
   }
   // ... while two tensors of the same shape differ.
-  auto q0 = a.Bytes(*a.Find("model.layers.0.self_attn.q_proj.weight"));
-  auto q1 = a.Bytes(*a.Find("model.layers.1.self_attn.q_proj.weight"));
-  EXPECT_FALSE(std::equal(q0.begin(), q0.end(), q1.begin(), q1.end()));
+  EXPECT_NE(*a.ReadBytes(*a.Find("model.layers.0.self_attn.q_proj.weight")),
+            *a.ReadBytes(*a.Find("model.layers.1.self_attn.q_proj.weight")));
 }
 
 // Mean and standard deviation of a tensor's f32 values.

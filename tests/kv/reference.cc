@@ -7,6 +7,7 @@
 #include "engine/ops/kernels.h"
 #include "engine/ops/pinned_math.h"
 #include "engine/ops/rope.h"
+#include "engine/rope_table.h"
 
 namespace lockstep::kvtest {
 namespace {
@@ -25,24 +26,24 @@ std::vector<float> MatVec(const RefLinear& m, const float* x) {
   return y;
 }
 
-Result<std::vector<float>> Read(const SafetensorsFile& f, const std::string& name,
+Result<std::vector<float>> Read(const Checkpoint& f, const std::string& name,
                                 std::initializer_list<int64_t> shape) {
   return f.ReadF32(name, shape);
 }
 
-Result<RefLinear> ReadLinear(const SafetensorsFile& f, const std::string& name, int rows,
+Result<RefLinear> ReadLinear(const Checkpoint& f, const std::string& name, int rows,
                              int cols, bool bias) {
   RefLinear m;
   m.rows = static_cast<size_t>(rows);
   m.cols = static_cast<size_t>(cols);
   LOCKSTEP_ASSIGN_OR_RETURN(m.w, Read(f, name + ".weight", {rows, cols}));
-  if (bias && f.Find(name + ".bias") != nullptr) {
+  if (bias && f.Find(name + ".bias").file != nullptr) {
     LOCKSTEP_ASSIGN_OR_RETURN(m.bias, Read(f, name + ".bias", {rows}));
   }
   return m;
 }
 
-Result<RefLayer> ReadLayer(const SafetensorsFile& f, const ModelConfig& c, int l) {
+Result<RefLayer> ReadLayer(const Checkpoint& f, const ModelConfig& c, int l) {
   const std::string p = "model.layers." + std::to_string(l) + ".";
   const int h = c.hidden_size, qw = c.num_heads * c.head_dim, kvw = c.num_kv_heads * c.head_dim;
   RefLayer r;
@@ -67,7 +68,7 @@ uint32_t FloatBits(float f) {
 
 }  // namespace
 
-Result<RefWeights> LoadRefWeights(const SafetensorsFile& f, const ModelConfig& c) {
+Result<RefWeights> LoadRefWeights(const Checkpoint& f, const ModelConfig& c) {
   RefWeights w;
   LOCKSTEP_ASSIGN_OR_RETURN(
       w.embed, ReadLinear(f, "model.embed_tokens", c.vocab_size, c.hidden_size, false));
@@ -103,7 +104,7 @@ void RopeRow(const float* in, float* out, size_t width, size_t head_dim, int64_t
 RefModel::RefModel(const ModelConfig& config, const RefWeights& weights)
     : c_(config),
       w_(weights),
-      inv_freq_(ops::InvFreq(config.rope_theta, config.head_dim)),
+      inv_freq_(ModelInvFreq(config)),
       hd_(static_cast<size_t>(config.head_dim)),
       kvw_(static_cast<size_t>(config.num_kv_heads) * hd_),
       qw_(static_cast<size_t>(config.num_heads) * hd_) {}

@@ -16,7 +16,7 @@
 
 #include "base/status.h"
 #include "engine/io/model_config.h"
-#include "engine/io/safetensors.h"
+#include "engine/io/checkpoint.h"
 #include "engine/kv_cache.h"
 
 namespace lockstep::kvtest {
@@ -48,7 +48,7 @@ struct RefWeights {
   RefLinear lm_head;              // empty when tied to embed
   const RefLinear& head() const { return lm_head.rows ? lm_head : embed; }
 };
-Result<RefWeights> LoadRefWeights(const SafetensorsFile& file, const ModelConfig& config);
+Result<RefWeights> LoadRefWeights(const Checkpoint& file, const ModelConfig& config);
 
 class RefModel {
  public:

@@ -42,18 +42,25 @@ bool ToRequest(const nlohmann::json& c, DecodeRequest* req, std::optional<int>* 
   return true;
 }
 
+// vectors.json (CIS-2) and extension-vectors.json (EXTENSIONS.md: Llama-3
+// rope_scaling).
 TEST(StageEquality, ConformanceVectorsOnEveryVariant) {
   const std::string path = ConformanceDir("vectors.json");
   if (!std::filesystem::exists(path)) LOCKSTEP_FIXTURE_ABSENT() << "conformance fixtures absent";
-  std::ifstream in(path);
-  const nlohmann::json doc = nlohmann::json::parse(in);
+  nlohmann::json cases = nlohmann::json::array();
+  for (const char* file : {"vectors.json", "extension-vectors.json"}) {
+    std::ifstream in(ConformanceDir(file));
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    for (const auto& c : doc["cases"]) cases.push_back(c);
+  }
   size_t checked = 0;
-  for (const auto& c : doc["cases"]) {
+  for (const auto& c : cases) {
     DecodeRequest req;
     std::optional<int> window;
     if (!ToRequest(c, &req, &window)) continue;
     auto model = OpenModelDir(ConformanceDir(c["model"]), ModelPins{});
     ASSERT_TRUE(model.ok()) << model.status().ToString();
+    EXPECT_EQ(ToHex(model->inv_freq_table_digest), c["expect"]["inv_freq_table_digest"]) << c["name"];
     for (const Variant& v : AllVariants()) {
       SCOPED_TRACE(c["name"].get<std::string>() + " " + v.Name());
       Loaded l = Load(*model, v);

@@ -1,0 +1,163 @@
+#include "engine/io/checkpoint.h"
+
+#include <algorithm>
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "engine/io/json_util.h"
+
+namespace lockstep {
+namespace {
+
+// Largest index file accepted (real ones are tens of KB per thousand tensors).
+constexpr uint64_t kMaxIndexBytes = 64ull << 20;
+
+std::string DirOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+// A shard must be a plain file name in the model folder.
+bool PlainFileName(const std::string& f) {
+  return !f.empty() && f != "." && f != ".." && f.find('/') == std::string::npos &&
+         f.find('\0') == std::string::npos && f.size() <= 255;
+}
+
+// weight_map: tensor name -> file name, validated.
+Result<std::map<std::string, std::string, std::less<>>> ParseIndex(std::string_view text,
+                                                                   const std::string& path) {
+  LOCKSTEP_ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonStrict(text, path, ErrorKind::kCorrupt));
+  if (!j.is_object()) return CorruptError(path + ": not a JSON object");
+  if (!j.contains("weight_map")) return CorruptError(path + ": no \"weight_map\"");
+  const nlohmann::json& map = j["weight_map"];
+  if (!map.is_object() || map.empty()) {
+    return CorruptError(path + ": \"weight_map\" is not a non-empty object");
+  }
+  std::map<std::string, std::string, std::less<>> out;
+  for (const auto& [tensor, file] : map.items()) {
+    if (!file.is_string() || !PlainFileName(file.get<std::string>())) {
+      return CorruptError(path + ": tensor \"" + tensor +
+                          "\": file must be a plain file name in the model folder, got " +
+                          file.dump());
+    }
+    out.emplace(tensor, file.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Checkpoint> Checkpoint::Open(const std::string& weights_path, const Filter& filter) {
+  Checkpoint c;
+  c.path_ = weights_path;
+  c.dir_ = DirOf(weights_path);
+  const std::string base = weights_path.substr(weights_path.rfind('/') + 1);
+  c.sharded_ = base == kShardIndexFile;
+  if (!c.sharded_) {
+    LOCKSTEP_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(weights_path));
+    c.files_.push_back(std::make_unique<SafetensorsFile>(std::move(f)));
+    c.file_names_.push_back(base);
+    for (const TensorInfo& t : c.files_[0]->tensors()) {
+      if (!filter || filter(t.name)) c.tensors_.emplace(t.name, TensorRef{c.files_[0].get(), &t});
+    }
+    return c;
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(ReadOnlyFile index, ReadOnlyFile::Open(weights_path));
+  if (index.size() > kMaxIndexBytes) {
+    return CorruptError(weights_path + ": " + std::to_string(index.size()) +
+                        " bytes, over the " + std::to_string(kMaxIndexBytes >> 20) +
+                        " MiB limit for an index");
+  }
+  std::string text(index.size(), '\0');
+  LOCKSTEP_RETURN_IF_ERROR(index.ReadAt(
+      0, std::span<uint8_t>(reinterpret_cast<uint8_t*>(text.data()), text.size()), "the index"));
+  c.index_sha256_ = Sha256(std::string_view(text));
+  LOCKSTEP_ASSIGN_OR_RETURN(auto weight_map, ParseIndex(text, weights_path));
+  std::set<std::string> all, wanted;
+  for (const auto& [tensor, file] : weight_map) {
+    all.insert(file);
+    if (!filter || filter(tensor)) wanted.insert(file);
+  }
+  if (all.size() > kMaxShardFiles) {
+    return CorruptError(weights_path + ": names " + std::to_string(all.size()) +
+                        " files, over the limit of " + std::to_string(kMaxShardFiles));
+  }
+  c.file_names_.assign(all.begin(), all.end());
+  std::map<std::string, const SafetensorsFile*> by_name;
+  for (const std::string& name : wanted) {
+    const std::string path = c.dir_ + "/" + name;
+    Result<SafetensorsFile> f = SafetensorsFile::Open(path);
+    if (!f.ok()) {
+      return Status(f.status().kind(), "shard named by " + weights_path + ": " +
+                                           f.status().message());
+    }
+    c.files_.push_back(std::make_unique<SafetensorsFile>(std::move(f).value()));
+    by_name[name] = c.files_.back().get();
+  }
+  for (const auto& [tensor, file] : weight_map) {
+    if (filter && !filter(tensor)) continue;
+    const SafetensorsFile* f = by_name.at(file);
+    const TensorInfo* t = f->Find(tensor);
+    if (t == nullptr) {
+      return CorruptError(weights_path + ": names tensor \"" + tensor + "\" in " + file +
+                          ", which does not hold it");
+    }
+    c.tensors_.emplace(tensor, TensorRef{f, t});
+  }
+  return c;
+}
+
+TensorRef Checkpoint::Find(std::string_view name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? TensorRef{} : it->second;
+}
+
+Result<std::vector<float>> Checkpoint::ReadF32(std::string_view name,
+                                               std::span<const int64_t> expected_shape) const {
+  const TensorRef r = Find(name);
+  if (r.file == nullptr) {
+    return NotFoundError(path_ + ": tensor \"" + std::string(name) + "\" not found");
+  }
+  return r.file->ReadF32(name, expected_shape);
+}
+
+Result<std::vector<FileDigest>> Checkpoint::HashFiles(int threads) const {
+  std::vector<FileDigest> out;
+  if (sharded_) {
+    out.push_back({kShardIndexFile, index_sha256_});
+  }
+  const size_t first = out.size();
+  std::vector<Result<Digest>> results(files_.size(), Result<Digest>(InternalError("not hashed")));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < files_.size();) results[i] = files_[i]->Sha256();
+  };
+  const size_t n = std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), files_.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (size_t i = 0; i < files_.size(); ++i) {
+    if (!results[i].ok()) return results[i].status();
+    const std::string& p = files_[i]->path();
+    out.push_back({p.substr(p.rfind('/') + 1), *results[i]});
+  }
+  std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+            [](const FileDigest& a, const FileDigest& b) { return a.file < b.file; });
+  return out;
+}
+
+Digest Checkpoint::WeightsSha256(const std::vector<FileDigest>& digests, bool sharded) {
+  if (!sharded) return digests.at(0).sha256;
+  Sha256Stream s;
+  for (const FileDigest& d : digests) s.Update(d.sha256);
+  return s.Finalize();
+}
+
+Status Checkpoint::CheckUnchanged() const {
+  for (const auto& f : files_) LOCKSTEP_RETURN_IF_ERROR(f->CheckUnchanged());
+  return Status::Ok();
+}
+
+}  // namespace lockstep
