@@ -130,7 +130,9 @@ Result<ModelPins> LoadManifest(const std::string& path) {
 Status VerifyPins(const ArtifactHashes& actual, const ModelPins& pins,
                   const std::vector<std::string>& weight_file_names) {
   std::string mismatches;
-  for (const auto& [file, pin] : pins.files) {
+  for (const auto& entry : pins.files) {
+    const std::string& file = entry.first;
+    const Digest& pin = entry.second;
     auto it = std::find_if(actual.weight_files.begin(), actual.weight_files.end(),
                            [&](const FileDigest& d) { return d.file == file; });
     if (it != actual.weight_files.end()) {
