@@ -28,6 +28,7 @@ export DEBIAN_FRONTEND=noninteractive
 ARM64_PACKAGES=(
   crossbuild-essential-arm64 qemu-user
   libssl-dev:arm64 libicu-dev:arm64 libzmq3-dev:arm64 libcapnp-dev:arm64 cppzmq-dev:arm64
+  libboost-dev:arm64 libboost-system-dev:arm64
 )
 
 if [ "${LOCKSTEP_NO_ARM64:-0}" != 1 ] && [ "$(dpkg --print-architecture)" = amd64 ]; then
