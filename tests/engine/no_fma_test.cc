@@ -29,7 +29,12 @@ std::string FirstFmaLine(const std::string& path, bool* ran) {
   while (fgets(buf, sizeof buf, p) != nullptr) {
     const std::string line(buf);
     if (line.find("file format") != std::string::npos) recognised = true;
-    if (hit.empty() && std::regex_search(line, FmaPattern())) hit = line;
+    // The substring test skips the regex on almost every line (a large
+    // binary's disassembly is millions of lines); every pattern match
+    // contains "fm" or "fnm".
+    const bool candidate = line.find("fm") != std::string::npos ||
+                           line.find("fnm") != std::string::npos;
+    if (hit.empty() && candidate && std::regex_search(line, FmaPattern())) hit = line;
   }
   *ran = pclose(p) == 0 && recognised;
   return hit;
@@ -45,7 +50,16 @@ TEST(NoFma, PatternRecognisesFusedInstructions) {
 
 TEST(NoFma, BuiltBinariesAndLibrariesHaveNone) {
   std::vector<std::string> targets = {LOCKSTEP_CLI_PATH};
-  for (const auto& e : std::filesystem::recursive_directory_iterator(LOCKSTEP_BINARY_DIR)) {
+  namespace fs = std::filesystem;
+  for (auto it = fs::recursive_directory_iterator(LOCKSTEP_BINARY_DIR);
+       it != fs::recursive_directory_iterator(); ++it) {
+    const auto& e = *it;
+    // Other build trees nested here (the clang and aarch64 checks) are
+    // checked by their own tests; this one covers this build's libraries.
+    if (e.is_directory() && fs::exists(e.path() / "CMakeCache.txt")) {
+      it.disable_recursion_pending();
+      continue;
+    }
     const std::string p = e.path().string();
     if (e.is_regular_file() && p.ends_with(".a") && p.find("liblockstep") != std::string::npos) {
       targets.push_back(p);
