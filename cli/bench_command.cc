@@ -8,10 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include "base/sha256.h"
+#include "cli/exit_status.h"
+#include "engine/local_backend.h"
 #include "engine/model_loader.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/thread_pool.h"
 #include "engine/stage.h"
+#include "runtime/local_run.h"
+#include "runtime/timed_backend.h"
 
 namespace lockstep::cli {
 namespace {
@@ -34,13 +38,6 @@ struct Figures {
   double open_s = 0;            // OpenModelDir: artifact hashing (§2.1) and config
 };
 
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
 size_t PeakRssBytes() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -54,32 +51,33 @@ std::vector<uint32_t> Prompt(size_t len, size_t s, size_t vocab) {
   return p;
 }
 
-// One greedy session: its cache, scratch and the running digest of every
-// step's logits bits (what a witness chain would fold).
+// One greedy session on its own LocalBackend (cache reserved for the whole
+// decode) and the running digest of every step's logits bits.
 struct Session {
-  KvCache cache;
-  ForwardScratch scratch;
-  std::vector<float> hidden, logits;
+  std::unique_ptr<LocalBackend> backend;
+  std::vector<float> hidden, logits;  // [1][hidden] for batched steps; [vocab]
   std::vector<uint32_t> tokens;
   Sha256Stream digest;
 };
 
 Session NewSession(const Stage& st, size_t prompt_len, size_t gen) {
-  Session s{st.NewCache(prompt_len + gen), st.NewScratch(prompt_len, prompt_len + gen), {}, {}, {}, {}};
-  s.hidden.reserve(prompt_len * st.hidden());
+  Session s{std::make_unique<LocalBackend>(st, prompt_len + gen), {}, {}, {}, {}};
+  s.hidden.reserve(st.hidden());
   s.logits.resize(st.vocab());
   s.tokens.reserve(prompt_len + gen);
   return s;
 }
 
-Status Step(const Stage& st, Session& s, std::span<const uint32_t> feed) {
-  LOCKSTEP_RETURN_IF_ERROR(st.Embed(feed, &s.hidden));
-  LOCKSTEP_RETURN_IF_ERROR(st.Forward(s.hidden, static_cast<int64_t>(s.cache.size()), s.cache, s.scratch));
-  const size_t h = st.hidden();
-  st.Logits(std::span<const float>(s.hidden.data() + s.hidden.size() - h, h), s.logits, s.scratch);
-  s.digest.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.logits.data()),
-                                           s.logits.size() * sizeof(float)));
-  s.tokens.push_back(ops::ArgmaxFirst(s.logits.data(), s.logits.size()));
+void Choose(Session& s, std::span<const float> logits) {
+  s.digest.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()),
+                                           logits.size() * sizeof(float)));
+  s.tokens.push_back(ops::ArgmaxFirst(logits.data(), logits.size()));
+}
+
+// The path every decode takes: LocalBackend::Feed.
+Status Step(Session& s, std::span<const uint32_t> feed) {
+  LOCKSTEP_RETURN_IF_ERROR(s.backend->Feed(feed, &s.logits));
+  Choose(s, s.logits);
   return Status::Ok();
 }
 
@@ -95,16 +93,13 @@ Status BatchedStep(const Stage& st, std::vector<Session>& ss, Batch& b) {
   const size_t S = ss.size(), h = st.hidden(), vocab = st.vocab();
   for (size_t i = 0; i < S; ++i) {
     LOCKSTEP_RETURN_IF_ERROR(st.Embed(std::span(&ss[i].tokens.back(), 1), &ss[i].hidden));
-    b.items[i] = {ss[i].hidden, static_cast<int64_t>(ss[i].cache.size()), &ss[i].cache};
+    KvCache& cache = ss[i].backend->cache();
+    b.items[i] = {ss[i].hidden, static_cast<int64_t>(cache.size()), &cache};
   }
   LOCKSTEP_RETURN_IF_ERROR(st.ForwardBatch(b.items, b.scratch));
   for (size_t i = 0; i < S; ++i) std::copy_n(ss[i].hidden.begin(), h, b.last.begin() + static_cast<ptrdiff_t>(i * h));
   st.LogitsBatch(b.last, b.logits, b.scratch);
-  for (size_t i = 0; i < S; ++i) {
-    const float* l = b.logits.data() + i * vocab;
-    ss[i].digest.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(l), vocab * sizeof(float)));
-    ss[i].tokens.push_back(ops::ArgmaxFirst(l, vocab));
-  }
+  for (size_t i = 0; i < S; ++i) Choose(ss[i], std::span<const float>(b.logits).subspan(i * vocab, vocab));
   return Status::Ok();
 }
 
@@ -137,14 +132,6 @@ void MeasureStream(ops::ThreadPool* pool, size_t repeats, Figures* f) {
 }
 
 
-Result<std::unique_ptr<Stage>> Load(const OpenModel& m, const BenchOptions& o,
-                                    const ops::Kernels& k, ops::ThreadPool* pool) {
-  const StageSpec all{0, m.config.num_layers, true, true};
-  const WeightFormat fmt = o.weights == "f32" ? WeightFormat::kPackedF32 : WeightFormat::kPackedBf16;
-  LOCKSTEP_ASSIGN_OR_RETURN(StageWeights w, LoadStageWeights(*m.weights, m.config, all, fmt, pool));
-  return std::make_unique<Stage>(m.config, std::move(w), k, StageOptions{pool});
-}
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
@@ -156,7 +143,7 @@ Status MeasurePrefill(const Stage& st, const BenchOptions& o, Figures* f) {
   for (size_t r = 0; r < std::max<size_t>(o.repeats, 1); ++r) {
     Session s = NewSession(st, o.prompt_len, 1);
     const auto t0 = Clock::now();
-    LOCKSTEP_RETURN_IF_ERROR(Step(st, s, prompt));
+    LOCKSTEP_RETURN_IF_ERROR(Step(s, prompt));
     rates.push_back(static_cast<double>(o.prompt_len) / Since(t0));
   }
   f->prefill_tok_s = *std::max_element(rates.begin(), rates.end());
@@ -173,8 +160,8 @@ Status MeasureBatched(const Stage& st, const BenchOptions& o, Figures* f) {
   for (size_t i = 0; i < S; ++i) {
     batched.push_back(NewSession(st, len, o.gen));
     solo.push_back(NewSession(st, len, o.gen));
-    LOCKSTEP_RETURN_IF_ERROR(Step(st, batched[i], Prompt(len, i, st.vocab())));
-    LOCKSTEP_RETURN_IF_ERROR(Step(st, solo[i], Prompt(len, i, st.vocab())));
+    LOCKSTEP_RETURN_IF_ERROR(Step(batched[i], Prompt(len, i, st.vocab())));
+    LOCKSTEP_RETURN_IF_ERROR(Step(solo[i], Prompt(len, i, st.vocab())));
   }
   Batch b{st.NewScratch(S, len + o.gen), std::vector<Stage::BatchItem>(S),
           std::vector<float>(S * st.hidden()), std::vector<float>(S * st.vocab())};
@@ -184,7 +171,7 @@ Status MeasureBatched(const Stage& st, const BenchOptions& o, Figures* f) {
     LOCKSTEP_RETURN_IF_ERROR(BatchedStep(st, batched, b));
     t_batch += Since(t0);
     t0 = Clock::now();
-    for (Session& s : solo) LOCKSTEP_RETURN_IF_ERROR(Step(st, s, std::span(&s.tokens.back(), 1)));
+    for (Session& s : solo) LOCKSTEP_RETURN_IF_ERROR(Step(s, std::span(&s.tokens.back(), 1)));
     t_solo += Since(t0);
   }
   f->batched_tok_s = static_cast<double>(S * (o.gen - 1)) / t_batch;
@@ -198,33 +185,41 @@ Status MeasureBatched(const Stage& st, const BenchOptions& o, Figures* f) {
   return Status::Ok();
 }
 
+// The decode is timed as `lockstep run` times it: RunDecode on a
+// LocalBackend through runtime::DecodeOnStage (one run, no §12.4 twin).
+Status MeasureDecode(const Stage& st, const WitnessSeed& seed, const BenchOptions& o,
+                     Clock::time_point t0, Figures* f) {
+  DecodeRequest req;
+  req.prompt = Prompt(o.decode_prompt_len, 0, st.vocab());
+  req.gen = static_cast<uint32_t>(o.gen);
+  LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult run,
+                            runtime::DecodeOnStage(st, seed, req, std::nullopt, 1));
+  const double cpu_end = runtime::ProcessCpuSeconds();
+  const double wall = std::chrono::duration<double>(Clock::now() - run.first_token).count();
+  f->ttft_s = std::chrono::duration<double>(run.first_token - t0).count();
+  f->ttft_cpu_s = run.first_token_cpu_s;
+  f->decode_tok_s = run.decode_ms_per_token > 0 ? 1000.0 / run.decode_ms_per_token : 0;
+  f->decode_cpu_share = (cpu_end - run.first_token_cpu_s) / (wall * static_cast<double>(o.threads));
+  return Status::Ok();
+}
+
 Status RunBench(const BenchOptions& o, Figures* f) {
-  const ops::Kernels* k = ops::KernelsByName(o.isa);
-  if (k == nullptr) return InvalidError("--isa " + o.isa + " is unknown or not supported by this CPU");
   if (o.gen < 2 || o.decode_prompt_len == 0 || o.prompt_len == 0 || o.sessions == 0) {
     return InvalidError("need --gen >= 2, --prompt-len >= 1, --sessions >= 1");
   }
-  LOCKSTEP_ASSIGN_OR_RETURN(auto pool, ops::ThreadPool::Create(o.threads));
   const auto t0 = Clock::now();  // time to first token: open, hash, load, prefill
   LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, ModelPins{}));
   f->open_s = Since(t0);
-  LOCKSTEP_ASSIGN_OR_RETURN(auto stage, Load(model, o, *k, pool.get()));
+  const WeightFormat fmt = o.weights == "f32" ? WeightFormat::kPackedF32 : WeightFormat::kPackedBf16;
+  const StageSpec all{0, model.config.num_layers, true, true};
+  LOCKSTEP_ASSIGN_OR_RETURN(LoadedStage stage, LoadStage(model, all, {o.isa, o.threads, fmt}));
   f->load_s = Since(t0);
-  Session s = NewSession(*stage, o.decode_prompt_len, o.gen);
-  LOCKSTEP_RETURN_IF_ERROR(Step(*stage, s, Prompt(o.decode_prompt_len, 0, stage->vocab())));
-  f->ttft_s = Since(t0);
-  f->ttft_cpu_s = CpuSeconds();
-  const auto t1 = Clock::now();
-  const double cpu1 = CpuSeconds();
-  for (size_t i = 1; i < o.gen; ++i) LOCKSTEP_RETURN_IF_ERROR(Step(*stage, s, std::span(&s.tokens.back(), 1)));
-  const double wall = Since(t1);
-  f->decode_tok_s = static_cast<double>(o.gen - 1) / wall;
-  f->decode_cpu_share = (CpuSeconds() - cpu1) / (wall * static_cast<double>(o.threads));
+  LOCKSTEP_RETURN_IF_ERROR(MeasureDecode(*stage, model.Seed(), o, t0, f));
   f->weight_bytes = stage->weight_bytes_per_token();
   LOCKSTEP_RETURN_IF_ERROR(MeasurePrefill(*stage, o, f));
   if (o.sessions > 1) LOCKSTEP_RETURN_IF_ERROR(MeasureBatched(*stage, o, f));
   f->peak_rss = PeakRssBytes();
-  MeasureStream(pool.get(), o.repeats, f);
+  MeasureStream(stage.pool.get(), o.repeats, f);
   return Status::Ok();
 }
 
@@ -275,10 +270,7 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchOptions& o) {
 
 int RunBenchCommand(const BenchOptions& o) {
   Figures f;
-  if (Status st = RunBench(o, &f); !st.ok()) {
-    std::cerr << "lockstep bench: " << st.ToString() << "\n";
-    return 1;
-  }
+  if (Status st = RunBench(o, &f); !st.ok()) return ExitStatus("bench", st);
   const nlohmann::json j = ToJson(o, f);
   if (o.json) {
     std::cout << j.dump() << "\n";
@@ -286,8 +278,7 @@ int RunBenchCommand(const BenchOptions& o) {
     PrintHuman(j);
   }
   if (o.sessions > 1 && !f.batched_equals_solo) {
-    std::cerr << "lockstep bench: a batched session's digest differs from its solo run\n";
-    return 1;
+    return ExitStatus("bench", MismatchError("a batched session's digest differs from its solo run"));
   }
   return 0;
 }

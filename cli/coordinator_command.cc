@@ -2,8 +2,10 @@
 
 #include <iostream>
 
-#include "cli/sharded_run.h"
-#include "engine/tokenizer/tokenizer.h"
+#include "cli/exit_status.h"
+#include "cli/report.h"
+#include "runtime/cluster_run.h"
+#include "runtime/generated_text.h"
 
 namespace lockstep::cli {
 namespace {
@@ -17,19 +19,18 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
                             BuildRequest(o.run, coordinator->model_config().max_position_embeddings,
                                          files.tokenizer_path, files.has_tokenizer));
-  LOCKSTEP_ASSIGN_OR_RETURN(ClusterRun run, RunOnCluster(*coordinator, req, o.run.window));
-  std::optional<std::string> text;
-  if (files.has_tokenizer) {
-    if (auto tok = Tokenizer::FromFile(files.tokenizer_path); tok.ok()) {
-      text = tok->Decode(run.result.generated);
-    }
-  }
-  RunReport report{run.result, coordinator->seed(), text, coordinator->plan_text(),
-                   ClusterNotes(*coordinator, run)};
+  LOCKSTEP_ASSIGN_OR_RETURN(runtime::ClusterRun run,
+                            runtime::RunOnCluster(*coordinator, req, o.run.window));
+  RunReport report;
+  report.result = run.result;
+  report.seed = coordinator->seed();
+  report.generated_text = runtime::DecodeText(files, run.result.generated);
+  report.plan = coordinator->plan_text();
+  report.notes = runtime::ClusterNotes(*coordinator, run);
   report.window = o.run.window;
   report.evictions = req.evictions;
   report.sampling = req.sampling;
-  report.workers = ReceiptWorkers(*coordinator);
+  report.workers = runtime::ReceiptWorkers(*coordinator);
   report.timings = {{"decode_ms_per_token_sharded", run.decode_ms_per_token}};
   report.signer = signer ? &*signer : nullptr;
   if (o.shutdown_workers) coordinator->ShutdownWorkers("coordinator finished");
@@ -54,12 +55,7 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCommandOptions& o) {
 }
 
 int RunCoordinatorCommand(const CoordinatorCommandOptions& o) {
-  Status st = RunCoordinator(o);
-  if (!st.ok()) {
-    std::cerr << "lockstep coordinator: " << st.ToString() << "\n";
-    return 1;
-  }
-  return 0;
+  return ExitStatus("coordinator", RunCoordinator(o));
 }
 
 }  // namespace lockstep::cli

@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "cli/exit_status.h"
 #include "keys/identity.h"
 
 namespace lockstep::cli {
@@ -18,10 +19,7 @@ CLI::App* AddKeygenCommand(CLI::App& app, KeygenOptions& o) {
 int RunKeygenCommand(const KeygenOptions& o) {
   Result<keys::Identity> id = keys::GenerateIdentity();
   Status st = id.ok() ? keys::WriteIdentity(*id, o.out_path, o.force) : id.status();
-  if (!st.ok()) {
-    std::cerr << "lockstep keygen: " << st.ToString() << "\n";
-    return 1;
-  }
+  if (!st.ok()) return ExitStatus("keygen", st);
   std::cout << "wrote " << o.out_path << " (secret, mode 0600) and " << o.out_path
             << ".pub (public)\n"
             << "curve_public = " << id->pub.curve_public_z85 << "\n"

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli/exit_status.h"
 #include "engine/io/model_config.h"
 #include "engine/tokenizer/synthetic_tokenizer.h"
 
@@ -72,12 +73,8 @@ CLI::App* AddMakeModelCommand(CLI::App& app, MakeModelOptions& o) {
 
 int RunMakeModelCommand(const MakeModelOptions& o) {
   const Status st = MakeModel(o);
-  if (!st.ok()) {
-    std::cerr << "lockstep make-model: " << st.ToString() << "\n";
-    return 1;
-  }
-  std::cout << "wrote " << o.out_dir << "\n";
-  return 0;
+  if (st.ok()) std::cout << "wrote " << o.out_dir << "\n";
+  return ExitStatus("make-model", st);
 }
 
 }  // namespace lockstep::cli

@@ -1,34 +1,19 @@
 #include "cli/run_command.h"
 
 #include <charconv>
+#include <cstdio>
 #include <iostream>
 
 #include "base/limits.h"
+#include "cli/exit_status.h"
 #include "cli/report.h"
-#include "cli/sharded_run.h"
-#include "engine/local_backend.h"
-#include "engine/model_loader.h"
-#include "engine/ops/dispatch.h"
-#include "engine/ops/thread_pool.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "runtime/cluster_run.h"
+#include "runtime/compare.h"
+#include "runtime/generated_text.h"
+#include "runtime/local_run.h"
 
 namespace lockstep::cli {
-
-std::optional<std::string> DecodeText(const ModelFiles& files, const std::vector<uint32_t>& ids) {
-  if (!files.has_tokenizer) return std::nullopt;
-  auto tok = Tokenizer::FromFile(files.tokenizer_path);
-  if (!tok.ok()) return std::nullopt;
-  return tok->Decode(ids);
-}
-
-namespace {
-// Kernel choice for the monolithic run (bits are the same for every one).
-struct ComputeOptions {
-  std::string isa = "auto";
-  size_t threads = 1;
-};
-ComputeOptions compute_options;
-}  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   CLI::App* run = app.add_subcommand("run", "Greedy decode with CIS-2 digests");
@@ -55,10 +40,12 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   run->add_option("--top-k", o.sampling.top_k, "Sample among the K likeliest (0 = all)");
   run->add_option("--top-p", o.sampling.top_p, "Sample within cumulative probability P");
   run->add_option("--seed", o.sampling.seed, "Sampling seed");
-  run->add_option("--isa", compute_options.isa, "Kernels: scalar|avx2|avx512|neon|auto")
+  run->add_option("--isa", o.compute.isa, "Kernels: scalar|avx2|avx512|neon|auto (every worker's too)")
       ->default_val("auto");
-  run->add_option("--threads", compute_options.threads, "Compute threads (including the caller)")
-      ->default_val(1);
+  run->add_option("--threads", o.compute.threads,
+                  "Compute threads, including the caller (every worker's too)")
+      ->default_val(1)
+      ->check(CLI::Range(1, 256));
   return run;
 }
 
@@ -128,20 +115,25 @@ Result<DecodeRequest> BuildRequest(const RunOptions& o, int max_position_embeddi
 
 namespace {
 
-Result<DecodeResult> DecodeOnce(const Stage& stage, const DecodeRequest& req,
-                                std::optional<int> window, const WitnessSeed& seed) {
-  LocalBackend backend(stage);
-  if (window) LOCKSTEP_RETURN_IF_ERROR(backend.SetWindow(*window));
-  return RunDecode(backend, req, seed);
+// The report's fields every run shares.
+RunReport NewReport(const RunOptions& o, const DecodeRequest& req, DecodeResult result,
+                    const WitnessSeed& seed, const ModelFiles& files,
+                    const std::optional<keys::Identity>& signer) {
+  RunReport report;
+  report.generated_text = runtime::DecodeText(files, result.generated);
+  report.result = std::move(result);
+  report.seed = seed;
+  report.window = o.window;
+  report.evictions = req.evictions;
+  report.sampling = req.sampling;
+  report.signer = signer ? &*signer : nullptr;
+  return report;
 }
 
-// §12.4: the whole decode twice in one process; all three must agree.
-Status CheckSameRun(const DecodeResult& a, const DecodeResult& b) {
-  if (a.cis2_ref != b.cis2_ref || a.argmax_digest != b.argmax_digest ||
-      a.generated != b.generated) {
-    return InternalError("determinism check (§12.4) failed: two runs in one process differ");
-  }
-  return Status::Ok();
+std::string MsNote(double ms, const char* what) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "decode_ms_per_token   = %.3f (%s)", ms, what);
+  return buf;
 }
 
 Status RunMonolithic(const RunOptions& o) {
@@ -151,34 +143,45 @@ Status RunMonolithic(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
                             BuildRequest(o, model.config.max_position_embeddings,
                                          model.files.tokenizer_path, model.files.has_tokenizer));
-  const StageSpec all{0, model.config.num_layers, true, true};
-  LOCKSTEP_ASSIGN_OR_RETURN(
-      LoadedStage stage,
-      LoadStage(model, all, lockstep::ComputeOptions{compute_options.isa, compute_options.threads}));
-  const WitnessSeed seed = model.Seed();
-  LOCKSTEP_ASSIGN_OR_RETURN(DecodeResult run1, DecodeOnce(*stage, req, o.window, seed));
-  if (!o.single_run) {
-    LOCKSTEP_ASSIGN_OR_RETURN(DecodeResult run2, DecodeOnce(*stage, req, o.window, seed));
-    LOCKSTEP_RETURN_IF_ERROR(CheckSameRun(run1, run2));
+  const runtime::LocalRunOptions local{o.window, o.compute, o.single_run ? 1 : 2};
+  LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult run, runtime::RunMonolithic(model, req, local));
+  RunReport report = NewReport(o, req, std::move(run.result), model.Seed(), model.files, signer);
+  report.notes = {MsNote(run.decode_ms_per_token, "monolithic")};  // human only: --json stays reproducible
+  return PrintReport(report, o.json, std::cout, o.receipt_path);
+}
+
+Status RunSharded(const RunOptions& o) {
+  LOCKSTEP_ASSIGN_OR_RETURN(auto signer, LoadSignKey(o.sign_key));
+  LOCKSTEP_ASSIGN_OR_RETURN(ModelPins pins, ResolvePins(o.manifest, o.expect));
+  LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo model, InspectModelDir(o.model_dir, pins));
+  LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
+                            BuildRequest(o, model.config.max_position_embeddings,
+                                         model.files.tokenizer_path, model.files.has_tokenizer));
+  const int runs = o.single_run ? 1 : 2;
+  const runtime::LoopbackOptions loopback{o.model_dir, o.workers, o.plan, o.window, o.compute, runs};
+  LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr, runtime::RunOnLoopback(loopback, model, pins, req));
+  RunReport report = NewReport(o, req, std::move(lr.run.result), model.Seed(), model.files, signer);
+  report.plan = lr.plan;
+  report.notes = std::move(lr.notes);
+  report.workers = std::move(lr.stages);
+  report.timings = {{"decode_ms_per_token_sharded", lr.run.decode_ms_per_token}};
+  if (o.compare_monolithic) {
+    LOCKSTEP_ASSIGN_OR_RETURN(OpenModel mapped, MapWeights(model));
+    const runtime::LocalRunOptions local{o.window, o.compute, 1};
+    LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult mono, runtime::RunMonolithic(mapped, req, local));
+    LOCKSTEP_RETURN_IF_ERROR(
+        runtime::CompareResults(report.result, mono.result, "sharded", "monolithic"));
+    report.notes.push_back(MsNote(mono.decode_ms_per_token, "monolithic"));
+    report.compared_with_monolithic = true;
   }
-  RunReport report{run1, seed, DecodeText(model.files, run1.generated), "", {}};
-  report.window = o.window;
-  report.evictions = req.evictions;
-  report.sampling = req.sampling;
-  report.signer = signer ? &*signer : nullptr;
   return PrintReport(report, o.json, std::cout, o.receipt_path);
 }
 
 }  // namespace
 
 int RunRunCommand(const RunOptions& o) {
-  if (o.workers != 0 || !o.plan.empty()) return RunShardedCommand(o);
-  Status st = RunMonolithic(o);
-  if (!st.ok()) {
-    std::cerr << "lockstep run: " << st.ToString() << "\n";
-    return 1;
-  }
-  return 0;
+  const bool sharded = o.workers != 0 || !o.plan.empty();
+  return ExitStatus("run", sharded ? RunSharded(o) : RunMonolithic(o));
 }
 
 }  // namespace lockstep::cli

@@ -1,4 +1,5 @@
-// `lockstep run`: greedy decode of a model folder with every CIS-2 digest.
+// `lockstep run`: a decode of a model folder with every CIS-2 digest, in
+// this process or sharded over loopback worker processes (runtime/).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -9,6 +10,7 @@
 #include "base/status.h"
 #include "engine/decode.h"
 #include "engine/io/model_files.h"
+#include "engine/model_loader.h"
 
 namespace lockstep::cli {
 
@@ -25,7 +27,8 @@ struct RunOptions {
   int workers = 0;           // > 0: sharded over local worker processes
   std::string plan;          // explicit cut points, e.g. 0:10,10:20,20:30
   bool compare_monolithic = false;
-  bool single_run = false;   // skip the §12.4 second decode (monolithic runs)
+  bool single_run = false;   // skip the §12.4 second decode
+  ComputeOptions compute;    // --isa/--threads: this process's and every worker's
   std::string receipt_path;  // --receipt FILE: also write the receipt there
   std::string sign_key;      // --sign-key KEY: sign the receipt with this identity
   SamplingParams sampling;   // --temperature/--top-k/--top-p/--seed; default greedy
@@ -34,16 +37,13 @@ struct RunOptions {
 // Registers --receipt and --sign-key on a decoding subcommand.
 void AddReceiptOptions(CLI::App* cmd, RunOptions& o);
 
-
 // Registers the subcommand; the caller runs RunRunCommand when it parsed.
 CLI::App* AddRunCommand(CLI::App& app, RunOptions& opts);
 int RunRunCommand(const RunOptions& opts);
 
-// Shared pieces, also used by the sharded run.
+// Shared by the decoding subcommands (run, coordinator).
 Result<std::vector<uint32_t>> ParseIdList(const std::string& text);
 Result<ModelPins> ResolvePins(const std::string& manifest, const std::string& expect);
-// Generated ids as text, when the folder has a loadable tokenizer.json.
-std::optional<std::string> DecodeText(const ModelFiles& files, const std::vector<uint32_t>& ids);
 Result<DecodeRequest> BuildRequest(const RunOptions& opts, int max_position_embeddings,
                                    const std::string& tokenizer_path,
                                    bool has_tokenizer);

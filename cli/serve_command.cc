@@ -1,11 +1,11 @@
 #include "cli/serve_command.h"
 
 #include <charconv>
-#include <filesystem>
 #include <iostream>
 
-#include "cli/sharded_run.h"
+#include "cli/exit_status.h"
 #include "coordinator/cluster_config.h"
+#include "runtime/worker_processes.h"
 
 namespace lockstep::cli {
 namespace {
@@ -26,12 +26,6 @@ Status ParseListen(const std::string& text, server::HttpOptions* http) {
   return Status::Ok();
 }
 
-std::string SelfExe() {
-  std::error_code ec;
-  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("lockstep") : p.string();
-}
-
 // Serves over loopback workers or a configured cluster, or in-process.
 Status Serve(ServeCommandOptions& o) {
   if (!o.config_path.empty()) {
@@ -44,8 +38,11 @@ Status Serve(ServeCommandOptions& o) {
     return server::RunServer(o.serve);
   }
   if (o.workers == 0) return server::RunServer(o.serve);
-  LOCKSTEP_ASSIGN_OR_RETURN(
-      auto procs, WorkerProcesses::Spawn(SelfExe(), o.workers, std::chrono::milliseconds(10000)));
+  runtime::WorkerSpawnOptions spawn;
+  spawn.exe = runtime::SelfExe();
+  spawn.count = o.workers;
+  spawn.compute = {o.serve.isa, o.serve.threads};  // the workers compute, with these
+  LOCKSTEP_ASSIGN_OR_RETURN(auto procs, runtime::WorkerProcesses::Spawn(spawn));
   ClusterConfig cfg;
   cfg.model_dir = o.serve.model_dir;
   procs->ApplyTo(&cfg);  // endpoints and the ephemeral CURVE keys
@@ -99,12 +96,8 @@ int RunServeCommand(ServeCommandOptions& o) {
     o.serve.scheduler.prefix_budget_bytes = static_cast<uint64_t>(o.prefix_cache_mib * 1048576.0);
     st = Serve(o);
   }
-  if (!st.ok()) {
-    std::cerr << "lockstep serve: " << st.ToString() << "\n";
-    return 1;
-  }
-  std::cout << "lockstep serve: stopped" << std::endl;
-  return 0;
+  if (st.ok()) std::cout << "lockstep serve: stopped" << std::endl;
+  return ExitStatus("serve", st);
 }
 
 }  // namespace lockstep::cli

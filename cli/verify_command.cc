@@ -3,8 +3,10 @@
 #include <iostream>
 
 #include "base/limits.h"
-#include "cli/sharded_run.h"
+#include "cli/exit_status.h"
 #include "engine/model_loader.h"
+#include "runtime/cluster_run.h"
+#include "runtime/local_run.h"
 #include "keys/identity.h"
 #include "receipt/receipt.h"
 
@@ -49,7 +51,8 @@ Result<DecodeResult> Recompute(const VerifyOptions& o, const receipt::ParsedRece
     LOCKSTEP_RETURN_IF_ERROR(CheckSeed(r, coordinator->seed()));
     req.max_positions = MaxPositions(Limits{}, coordinator->model_config().max_position_embeddings);
     LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req).WithContext("receipt"));
-    LOCKSTEP_ASSIGN_OR_RETURN(ClusterRun run, RunOnCluster(*coordinator, req, r.window));
+    LOCKSTEP_ASSIGN_OR_RETURN(runtime::ClusterRun run,
+                              runtime::RunOnCluster(*coordinator, req, r.window));
     *where = "cluster " + o.config + " (plan " + coordinator->plan_text() + ")";
     return run.result;
   }
@@ -66,17 +69,19 @@ Result<DecodeResult> Recompute(const VerifyOptions& o, const receipt::ParsedRece
   req.max_positions = MaxPositions(Limits{}, model.config.max_position_embeddings);
   LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req).WithContext("receipt"));
   if (o.workers > 0) {
-    RunOptions ro;
-    ro.model_dir = o.model_dir;
-    ro.workers = o.workers;
-    ro.window = r.window;
-    LOCKSTEP_ASSIGN_OR_RETURN(LoopbackRun lr, RunOnLoopback(ro, model, pins, req));
+    runtime::LoopbackOptions lo;
+    lo.model_dir = o.model_dir;
+    lo.workers = o.workers;
+    lo.window = r.window;
+    LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr, runtime::RunOnLoopback(lo, model, pins, req));
     *where = std::to_string(o.workers) + " loopback workers (plan " + lr.plan + ")";
     return lr.run.result;
   }
-  LOCKSTEP_ASSIGN_OR_RETURN(auto mono, RunMonolithicTimed(model, req, r.window));
+  runtime::LocalRunOptions local;
+  local.window = r.window;
+  LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult mono, runtime::RunMonolithic(model, req, local));
   *where = "monolithic";
-  return mono.first;
+  return mono.result;
 }
 
 // Ok = verified; Mismatch = a difference (message says which); other = error.
@@ -122,24 +127,17 @@ CLI::App* AddVerifyCommand(CLI::App& app, VerifyOptions& o) {
 }
 
 int RunVerifyCommand(const VerifyOptions& o) {
+  Status st;
   if (o.model_dir.empty() && o.config.empty()) {
-    std::cerr << "lockstep verify: give --model DIR (or --config C.json)\n";
-    return 1;
-  }
-  if (o.workers < 0) {
-    std::cerr << "lockstep verify: --workers must be at least 1\n";
-    return 1;
-  }
-  const Status st = Verify(o);
-  if (st.ok()) {
-    std::cout << "VERIFIED\n";
-    return 0;
-  }
-  if (st.kind() == ErrorKind::kMismatch) {
-    std::cout << "DIFFERS: " << st.message() << "\n";
+    st = InvalidError("give --model DIR (or --config C.json)");
+  } else if (o.workers < 0) {
+    st = InvalidError("--workers must be at least 1");
   } else {
-    std::cerr << "lockstep verify: " << st.ToString() << "\n";
+    st = Verify(o);
   }
+  if (st.ok()) std::cout << "VERIFIED\n";
+  if (st.kind() != ErrorKind::kMismatch) return ExitStatus("verify", st);
+  std::cout << "DIFFERS: " << st.message() << "\n";
   return 1;
 }
 

@@ -1,10 +1,13 @@
 #include "cli/worker_command.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
+#include "cli/exit_status.h"
 #include "engine/ops/fp_env.h"
 #include "keys/identity.h"
 #include "worker/worker.h"
@@ -41,6 +44,50 @@ Status LoadSecurity(const WorkerCommandOptions& o, wire::LinkSecurity* security)
   return Status::Ok();
 }
 
+// The readiness line (worker_command.h) on `fd`, which is then closed.
+Status WriteReady(int fd, const std::string& endpoint, const std::string& curve_public) {
+  const nlohmann::json j = {{"endpoint", endpoint}, {"curve_public", curve_public},
+                            {"pid", static_cast<int64_t>(getpid())}};
+  const std::string line = j.dump() + "\n";
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = write(fd, line.data() + done, line.size() - done);
+    if (n <= 0) {
+      close(fd);
+      return IoError("--ready-fd " + std::to_string(fd) + ": cannot write the readiness line");
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  return Status::Ok();
+}
+
+Status Serve(const WorkerCommandOptions& o) {
+  // §1.3 self-test on this thread; the compute thread repeats it in Run.
+  LOCKSTEP_RETURN_IF_ERROR(ops::PinFpEnvironment().WithContext("refusing to serve"));
+  zmq::context_t context(1);
+  WorkerOptions options;
+  options.listen = o.listen;
+  options.name = o.name;
+  options.model_dir_override = o.model_dir;
+  options.compute.isa = o.isa;
+  options.compute.threads = o.threads;
+  LOCKSTEP_RETURN_IF_ERROR(LoadSecurity(o, &options.transport.security));
+  const std::string curve_public = options.transport.security.own.public_z85;
+  LOCKSTEP_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker,
+                            Worker::Create(context, std::move(options)));
+  g_worker.store(worker.get());
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
+  signal(SIGPIPE, SIG_IGN);
+  std::cout << "lockstep worker listening on " << worker->endpoint() << std::endl;
+  Status st = o.ready_fd >= 0 ? WriteReady(o.ready_fd, worker->endpoint(), curve_public)
+                              : Status::Ok();
+  if (st.ok()) st = worker->Run();
+  g_worker.store(nullptr);
+  return st;
+}
+
 }  // namespace
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerCommandOptions& o) {
@@ -55,42 +102,16 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerCommandOptions& o) {
                   "Public key file of a coordinator allowed to connect (repeatable)");
   cmd->add_flag("--insecure", o.insecure,
                 "Plaintext links, no authentication (instead of --key/--allow)");
+  cmd->add_option("--isa", o.isa, "Kernels: scalar|avx2|avx512|neon|auto")->default_val("auto");
+  cmd->add_option("--threads", o.threads, "Compute threads per stage, including the compute thread")
+      ->default_val(1)
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--ready-fd", o.ready_fd,
+                  "Once bound, write one JSON line {endpoint, curve_public, pid} to this descriptor")
+      ->check(CLI::Range(0, 1 << 20));
   return cmd;
 }
 
-int RunWorkerCommand(const WorkerCommandOptions& o) {
-  // §1.3 self-test on this thread; the compute thread repeats it in Run.
-  if (const Status pin = ops::PinFpEnvironment(); !pin.ok()) {
-    std::cerr << "lockstep worker: refusing to serve: " << pin.ToString() << "\n";
-    return 1;
-  }
-  zmq::context_t context(1);
-  WorkerOptions options;
-  options.listen = o.listen;
-  options.name = o.name;
-  options.model_dir_override = o.model_dir;
-  const Status security = LoadSecurity(o, &options.transport.security);
-  if (!security.ok()) {
-    std::cerr << "lockstep worker: " << security.ToString() << "\n";
-    return 1;
-  }
-  Result<std::unique_ptr<Worker>> worker = Worker::Create(context, std::move(options));
-  if (!worker.ok()) {
-    std::cerr << "lockstep worker: " << worker.status().ToString() << "\n";
-    return 1;
-  }
-  g_worker.store(worker->get());
-  signal(SIGTERM, OnSignal);
-  signal(SIGINT, OnSignal);
-  signal(SIGPIPE, SIG_IGN);
-  std::cout << "lockstep worker listening on " << (*worker)->endpoint() << std::endl;
-  const Status st = (*worker)->Run();
-  g_worker.store(nullptr);
-  if (!st.ok()) {
-    std::cerr << "lockstep worker: " << st.ToString() << "\n";
-    return 1;
-  }
-  return 0;
-}
+int RunWorkerCommand(const WorkerCommandOptions& o) { return ExitStatus("worker", Serve(o)); }
 
 }  // namespace lockstep::cli

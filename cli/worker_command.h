@@ -2,8 +2,12 @@
 // the stage daemon (worker/worker.h). --key is this worker's key file
 // (lockstep keygen); --allow a coordinator's public key file (repeatable):
 // only those coordinators (and the upstream stages they assign) connect.
-// Prints "lockstep worker listening on ENDPOINT" (port resolved) on stdout
-// once bound; exits on Shutdown from a coordinator or SIGTERM/SIGINT.
+// --threads/--isa: how its stages compute (the same bits for every choice).
+// Once bound it prints "lockstep worker listening on ENDPOINT" (port
+// resolved) on stdout for people and, with --ready-fd N, writes one JSON
+// line to descriptor N and closes it, for the process that started it:
+//   {"endpoint":"tcp://127.0.0.1:PORT","curve_public":"<Z85 or empty>","pid":N}
+// Exits on Shutdown from a coordinator or SIGTERM/SIGINT.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,6 +23,9 @@ struct WorkerCommandOptions {
   std::string key_file;
   std::vector<std::string> allow_files;
   bool insecure = false;
+  std::string isa = "auto";
+  size_t threads = 1;
+  int ready_fd = -1;  // -1: no readiness line
 };
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerCommandOptions& opts);

@@ -22,8 +22,9 @@ set(LOCKSTEP_ALLOWED_wire base keys wire)
 set(LOCKSTEP_ALLOWED_receipt base engine/ops engine/io engine keys receipt)
 set(LOCKSTEP_ALLOWED_worker base engine/ops engine/io engine keys wire receipt worker)
 set(LOCKSTEP_ALLOWED_coordinator base engine/ops engine/io engine keys wire receipt coordinator)
+# runtime runs the worker only as a process (the `lockstep worker` binary).
 set(LOCKSTEP_ALLOWED_runtime base engine/ops engine/io engine/tokenizer engine keys wire receipt
-    worker coordinator runtime)
+    coordinator runtime)
 set(LOCKSTEP_ALLOWED_server base engine/ops engine/io engine/tokenizer engine keys wire receipt
     worker coordinator runtime server)
 set(LOCKSTEP_ALLOWED_cli ${LOCKSTEP_LAYERS})

@@ -7,7 +7,6 @@
 
 #include <filesystem>
 
-#include "cli/sharded_run.h"
 #include "cli_runner.h"
 #include "engine/ops/fp_env.h"
 #include "keys/identity.h"
@@ -29,7 +28,7 @@ class HostilePeers : public ::testing::Test {
     const keys::Identity other = keys::GenerateIdentity().value();
     ASSERT_TRUE(keys::WriteIdentity(other, dir_ + "/other").ok());
     other_ = {other.pub.curve_public_z85, other.curve_secret_z85};
-    auto procs = cli::WorkerProcesses::Spawn(LOCKSTEP_CLI_PATH, 3, 10s, {dir_ + "/other.pub"});
+    auto procs = SpawnWorkerProcesses(3, {dir_ + "/other.pub"});
     ASSERT_TRUE(procs.ok()) << procs.status().ToString();
     procs_ = std::move(procs).value();
     procs_->ApplyTo(&cfg_);
@@ -94,7 +93,7 @@ class HostilePeers : public ::testing::Test {
   std::string model_, dir_;
   wire::CurveKeyPair other_;
   std::vector<std::string> worker_keys_;
-  std::unique_ptr<cli::WorkerProcesses> procs_;
+  std::unique_ptr<runtime::WorkerProcesses> procs_;
   ClusterConfig cfg_;
   zmq::context_t context_{1};
 };

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli/sharded_run.h"
 #include "cli_runner.h"
 #include "engine/ops/fp_env.h"
 #include "runtime_test_util.h"
@@ -80,7 +79,7 @@ TEST(LoopbackProcesses, BadPlanIsRejectedBeforeWorkersStart) {
 TEST(LoopbackProcesses, KilledWorkerProcessFailsTheSessionOthersStayUp) {
   ASSERT_TRUE(ops::PinFpEnvironment().ok());
   const std::string model = MakeModel("kill", 4, 8);
-  auto procs = cli::WorkerProcesses::Spawn(LOCKSTEP_CLI_PATH, 3, std::chrono::seconds(10));
+  auto procs = SpawnWorkerProcesses(3);
   ASSERT_TRUE(procs.ok()) << procs.status().ToString();
   ClusterConfig cfg;
   cfg.model_dir = model;
@@ -132,7 +131,7 @@ TEST(LoopbackProcesses, KilledWorkerProcessFailsTheSessionOthersStayUp) {
 
 TEST(LoopbackProcesses, CoordinatorCommandWithAConfigFile) {
   const std::string model = MakeModel("coordcmd", 4, 4);
-  auto procs = cli::WorkerProcesses::Spawn(LOCKSTEP_CLI_PATH, 2, std::chrono::seconds(10));
+  auto procs = SpawnWorkerProcesses(2);
   ASSERT_TRUE(procs.ok()) << procs.status().ToString();
   nlohmann::json cfg = {{"model", model},
                         {"workers", (*procs)->endpoints()},

@@ -9,29 +9,55 @@
 
 namespace lockstep::testing {
 
-std::string MakeModel(const std::string& tag, int layers, uint64_t seed) {
-  const std::string dir = MakeTempDir(tag);
+namespace {
+
+void WriteModel(const std::string& dir, int layers, uint64_t seed) {
   SyntheticShape shape;
   shape.layers = layers;
-  EXPECT_TRUE(WriteSyntheticModel(dir, shape, seed, "").ok());
+  const Status st = WriteSyntheticModel(dir, shape, seed, "");
+  ASSERT_TRUE(st.ok()) << st.ToString();
+}
+
+void DecodeMonolithic(const std::string& dir, const DecodeRequest& req,
+                      std::optional<int> window, DecodeResult* out) {
+  ASSERT_TRUE(ops::PinFpEnvironment().ok());
+  Result<OpenModel> model = OpenModelDir(dir, ModelPins{});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const StageSpec all{0, model->config.num_layers, true, true};
+  auto stage = LoadStage(*model, all, ComputeOptions{"scalar"});
+  ASSERT_TRUE(stage.ok()) << stage.status().ToString();
+  LocalBackend backend(**stage);
+  if (window) {
+    ASSERT_TRUE(backend.SetWindow(*window).ok());
+  }
+  Result<DecodeResult> r = RunDecode(backend, req, model->Seed());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  *out = std::move(r).value();
+}
+
+}  // namespace
+
+std::string MakeModel(const std::string& tag, int layers, uint64_t seed) {
+  const std::string dir = MakeTempDir(tag);
+  WriteModel(dir, layers, seed);
   return dir;
 }
 
 DecodeResult Monolithic(const std::string& dir, const DecodeRequest& req,
                         std::optional<int> window) {
-  EXPECT_TRUE(ops::PinFpEnvironment().ok());
-  Result<OpenModel> model = OpenModelDir(dir, ModelPins{});
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  const StageSpec all{0, model->config.num_layers, true, true};
-  auto stage = LoadStage(*model, all, ComputeOptions{"scalar"});
-  EXPECT_TRUE(stage.ok());
-  LocalBackend backend(**stage);
-  if (window) {
-    EXPECT_TRUE(backend.SetWindow(*window).ok());
-  }
-  Result<DecodeResult> r = RunDecode(backend, req, model->Seed());
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? *r : DecodeResult{};
+  DecodeResult out;  // empty (and the test failed) when a precondition fails
+  DecodeMonolithic(dir, req, window, &out);
+  return out;
+}
+
+Result<std::unique_ptr<runtime::WorkerProcesses>> SpawnWorkerProcesses(
+    int count, const std::vector<std::string>& extra_allow, ComputeOptions compute) {
+  runtime::WorkerSpawnOptions o;
+  o.exe = LOCKSTEP_CLI_PATH;
+  o.count = count;
+  o.compute = std::move(compute);
+  o.extra_allow = extra_allow;
+  return runtime::WorkerProcesses::Spawn(o);
 }
 
 std::vector<std::vector<LayerRange>> AllPartitions(int layers) {
@@ -54,6 +80,10 @@ std::vector<std::vector<LayerRange>> AllPartitions(int layers) {
 
 InProcCluster::InProcCluster(size_t n,
                              const std::function<void(size_t, WorkerOptions&)>& customize) {
+  Start(n, customize);
+}
+
+void InProcCluster::Start(size_t n, const std::function<void(size_t, WorkerOptions&)>& customize) {
   static std::atomic<int> counter{0};
   const int id = counter.fetch_add(1);
   for (size_t i = 0; i < n; ++i) {
@@ -62,7 +92,7 @@ InProcCluster::InProcCluster(size_t n,
     o.transport.security.insecure = true;  // inproc; a test may name a tcp next hop
     if (customize) customize(i, o);
     Result<std::unique_ptr<Worker>> w = Worker::Create(context_, std::move(o));
-    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
     endpoints_.push_back((*w)->endpoint());
     workers_.push_back(std::move(w).value());
   }

@@ -1,5 +1,7 @@
 // Helpers for the runtime tests: synthetic models, monolithic reference
-// decodes and in-process clusters (Worker loops on threads over inproc).
+// decodes, in-process clusters (Worker loops on threads over inproc) and
+// loopback `lockstep worker` processes. A helper that fails a precondition
+// records a fatal failure and dereferences nothing after it.
 #pragma once
 
 #include <memory>
@@ -14,6 +16,7 @@
 #include "coordinator/coordinator.h"
 #include "engine/decode.h"
 #include "engine/model_loader.h"
+#include "runtime/worker_processes.h"
 #include "worker/worker.h"
 
 namespace lockstep::testing {
@@ -24,6 +27,10 @@ std::string MakeModel(const std::string& tag, int layers, uint64_t seed);
 // The monolithic decode of `req` on the model in `dir` (LocalBackend).
 DecodeResult Monolithic(const std::string& dir, const DecodeRequest& req,
                         std::optional<int> window = std::nullopt);
+
+// `count` loopback worker processes of the lockstep binary under test.
+Result<std::unique_ptr<runtime::WorkerProcesses>> SpawnWorkerProcesses(
+    int count, const std::vector<std::string>& extra_allow = {}, ComputeOptions compute = {});
 
 // Every way to cut [0, layers) into contiguous non-empty ranges.
 std::vector<std::vector<LayerRange>> AllPartitions(int layers);
@@ -49,6 +56,8 @@ class InProcCluster {
                        int heartbeat_ms = 50, int liveness = 10) const;
 
  private:
+  void Start(size_t workers, const std::function<void(size_t, WorkerOptions&)>& customize);
+
   zmq::context_t context_{1};
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::thread> threads_;

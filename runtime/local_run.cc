@@ -1,0 +1,25 @@
+#include "runtime/local_run.h"
+
+#include "engine/local_backend.h"
+
+namespace lockstep::runtime {
+
+Result<TimedResult> DecodeOnStage(const Stage& stage, const WitnessSeed& seed,
+                                  const DecodeRequest& req, std::optional<int> window, int runs) {
+  const size_t positions = req.prompt.size() + req.gen;
+  const BackendFactory open = [&]() -> Result<std::unique_ptr<StepBackend>> {
+    auto backend = std::make_unique<LocalBackend>(stage, positions);
+    if (window) LOCKSTEP_RETURN_IF_ERROR(backend->SetWindow(*window));
+    return std::unique_ptr<StepBackend>(std::move(backend));
+  };
+  return DecodeChecked(open, req, seed, runs);
+}
+
+Result<TimedResult> RunMonolithic(const OpenModel& model, const DecodeRequest& req,
+                                  const LocalRunOptions& o) {
+  const StageSpec all{0, model.config.num_layers, true, true};
+  LOCKSTEP_ASSIGN_OR_RETURN(LoadedStage stage, LoadStage(model, all, o.compute));
+  return DecodeOnStage(*stage, model.Seed(), req, o.window, o.runs);
+}
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,80 @@
+// WorkerProcesses: child `lockstep worker` processes listening on
+// 127.0.0.1 ephemeral ports, for loopback clusters (`run --workers K`,
+// `serve --workers K`, `verify --workers K`, tests).
+//
+// Readiness is structured: each child is started with `--ready-fd 3` and,
+// once bound, writes one JSON line there:
+//   {"endpoint":"tcp://127.0.0.1:PORT","curve_public":"<Z85>","pid":N}
+// Spawn checks that the key is the one made for that child and the pid is
+// the child's; the child's human log line ("listening on") is not parsed.
+// The children's stdout goes to /dev/null, their stderr is this process's.
+//
+// Children die with the parent (PR_SET_PDEATHSIG) and are killed and
+// reaped by the destructor: no orphans on any path. Links are CURVE with
+// ephemeral keys made by Spawn in a private directory (mode 0700, removed
+// by the destructor); each child accepts only that coordinator key.
+// Thread-compatible.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "coordinator/cluster_config.h"
+#include "engine/model_loader.h"
+#include "wire/link_security.h"
+
+namespace lockstep::runtime {
+
+// The running lockstep binary (/proc/self/exe), or "lockstep" if unknown.
+std::string SelfExe();
+
+struct WorkerSpawnOptions {
+  std::string exe;  // the lockstep binary
+  int count = 1;
+  // Each worker computes with these kernels and threads (`--isa`,
+  // `--threads`); the weight format is the worker's default.
+  ComputeOptions compute;
+  // Timeout if a child has not reported readiness by then.
+  std::chrono::milliseconds ready_timeout{10000};
+  std::vector<std::string> extra_allow;  // more public key files every child accepts (tests)
+};
+
+class WorkerProcesses {
+ public:
+  static Result<std::unique_ptr<WorkerProcesses>> Spawn(const WorkerSpawnOptions& options);
+  ~WorkerProcesses();
+  WorkerProcesses(const WorkerProcesses&) = delete;
+  WorkerProcesses& operator=(const WorkerProcesses&) = delete;
+
+  const std::vector<std::string>& endpoints() const { return endpoints_; }
+  // Sets cfg's workers, its coordinator key and the pinned worker keys.
+  void ApplyTo(ClusterConfig* cfg) const;
+  // The key files, for a cluster config file: the coordinator's secret key
+  // file and each worker's public key file.
+  std::string coordinator_key_file() const { return key_dir_ + "/coordinator"; }
+  std::vector<std::string> worker_public_key_files() const;
+  pid_t pid(size_t i) const { return children_[i]; }
+  // SIGKILLs child i now (fault injection and error paths).
+  void Kill(size_t i);
+  // Waits up to `grace` for every child to exit by itself, then kills the rest.
+  void Reap(std::chrono::milliseconds grace);
+
+ private:
+  WorkerProcesses() = default;
+  Status MakeKeys(int count);
+  std::vector<std::string> Args(const WorkerSpawnOptions& o, int index) const;
+  Result<std::string> SpawnOne(const WorkerSpawnOptions& o, int index);
+
+  std::vector<pid_t> children_;  // -1 once reaped
+  std::vector<std::string> endpoints_;
+  std::string key_dir_;
+  wire::CurveKeyPair coordinator_key_;
+  std::vector<std::string> worker_keys_;  // Z85 public keys
+};
+
+}  // namespace lockstep::runtime
