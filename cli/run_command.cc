@@ -136,39 +136,52 @@ std::string MsNote(double ms, const char* what) {
   return buf;
 }
 
+// What every run starts from: the signing key, the checked artifacts and
+// the request, all before any weight is read.
+struct Prepared {
+  std::optional<keys::Identity> signer;
+  ModelPins pins;
+  ModelInfo model;
+  DecodeRequest req;
+};
+
+Result<Prepared> Prepare(const RunOptions& o) {
+  Prepared p;
+  LOCKSTEP_ASSIGN_OR_RETURN(p.signer, LoadSignKey(o.sign_key));
+  LOCKSTEP_ASSIGN_OR_RETURN(p.pins, ResolvePins(o.manifest, o.expect));
+  LOCKSTEP_ASSIGN_OR_RETURN(p.model, InspectModelDir(o.model_dir, p.pins));
+  const ModelFiles& files = p.model.files;
+  LOCKSTEP_ASSIGN_OR_RETURN(p.req, BuildRequest(o, p.model.config.max_position_embeddings,
+                                                files.tokenizer_path, files.has_tokenizer));
+  return p;
+}
+
 Status RunMonolithic(const RunOptions& o) {
-  LOCKSTEP_ASSIGN_OR_RETURN(auto signer, LoadSignKey(o.sign_key));
-  LOCKSTEP_ASSIGN_OR_RETURN(ModelPins pins, ResolvePins(o.manifest, o.expect));
-  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, pins));
-  LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
-                            BuildRequest(o, model.config.max_position_embeddings,
-                                         model.files.tokenizer_path, model.files.has_tokenizer));
+  LOCKSTEP_ASSIGN_OR_RETURN(Prepared p, Prepare(o));
+  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, MapWeights(p.model));
   const runtime::LocalRunOptions local{o.window, o.compute, o.single_run ? 1 : 2};
-  LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult run, runtime::RunMonolithic(model, req, local));
-  RunReport report = NewReport(o, req, std::move(run.result), model.Seed(), model.files, signer);
+  LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult run, runtime::RunMonolithic(model, p.req, local));
+  RunReport report = NewReport(o, p.req, std::move(run.result), model.Seed(), model.files, p.signer);
   report.notes = {MsNote(run.decode_ms_per_token, "monolithic")};  // human only: --json stays reproducible
   return PrintReport(report, o.json, std::cout, o.receipt_path);
 }
 
 Status RunSharded(const RunOptions& o) {
-  LOCKSTEP_ASSIGN_OR_RETURN(auto signer, LoadSignKey(o.sign_key));
-  LOCKSTEP_ASSIGN_OR_RETURN(ModelPins pins, ResolvePins(o.manifest, o.expect));
-  LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo model, InspectModelDir(o.model_dir, pins));
-  LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
-                            BuildRequest(o, model.config.max_position_embeddings,
-                                         model.files.tokenizer_path, model.files.has_tokenizer));
-  const int runs = o.single_run ? 1 : 2;
-  const runtime::LoopbackOptions loopback{o.model_dir, o.workers, o.plan, o.window, o.compute, runs};
-  LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr, runtime::RunOnLoopback(loopback, model, pins, req));
-  RunReport report = NewReport(o, req, std::move(lr.run.result), model.Seed(), model.files, signer);
+  LOCKSTEP_ASSIGN_OR_RETURN(Prepared p, Prepare(o));
+  const runtime::LoopbackOptions loopback{o.model_dir, o.workers, o.plan, o.window, o.compute,
+                                          o.single_run ? 1 : 2};
+  LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr,
+                            runtime::RunOnLoopback(loopback, p.model, p.pins, p.req));
+  RunReport report =
+      NewReport(o, p.req, std::move(lr.run.result), p.model.Seed(), p.model.files, p.signer);
   report.plan = lr.plan;
   report.notes = std::move(lr.notes);
   report.workers = std::move(lr.stages);
   report.timings = {{"decode_ms_per_token_sharded", lr.run.decode_ms_per_token}};
   if (o.compare_monolithic) {
-    LOCKSTEP_ASSIGN_OR_RETURN(OpenModel mapped, MapWeights(model));
+    LOCKSTEP_ASSIGN_OR_RETURN(OpenModel mapped, MapWeights(p.model));
     const runtime::LocalRunOptions local{o.window, o.compute, 1};
-    LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult mono, runtime::RunMonolithic(mapped, req, local));
+    LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult mono, runtime::RunMonolithic(mapped, p.req, local));
     LOCKSTEP_RETURN_IF_ERROR(
         runtime::CompareResults(report.result, mono.result, "sharded", "monolithic"));
     report.notes.push_back(MsNote(mono.decode_ms_per_token, "monolithic"));

@@ -1,5 +1,6 @@
 #include "cli_runner.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +10,8 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+
+#include "tests/fixture_absent.h"
 
 namespace lockstep::testing {
 namespace {
@@ -73,6 +76,35 @@ std::vector<ConformanceCase> LoadConformanceCases() {
     cases.push_back(std::move(cc));
   }
   return cases;
+}
+
+void ExpectConformanceCase(const ConformanceCase& c, const nlohmann::json& got) {
+  ASSERT_TRUE(c.expect.is_object() && !c.expect.empty())
+      << "conformance case '" << c.name << "' expects nothing: it would assert nothing";
+  for (const auto& [key, want] : c.expect.items()) {
+    ASSERT_TRUE(got.contains(key)) << "case '" << c.name << "': the output has no " << key;
+    EXPECT_EQ(got[key], want) << "case '" << c.name << "': key " << key;
+  }
+}
+
+void ExpectConformanceVectors(const std::vector<std::string>& extra_args,
+                              const std::function<void(const nlohmann::json&)>& also) {
+  if (SharedPath("fixtures/conformance/vectors.json").empty()) {
+    LOCKSTEP_FIXTURE_ABSENT() << "shared conformance fixtures are absent";
+  }
+  const std::vector<ConformanceCase> cases = LoadConformanceCases();
+  ASSERT_FALSE(cases.empty()) << "vectors.json holds no case";
+  for (const ConformanceCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::string> args = c.run_args;
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    args.push_back("--json");
+    const CliOutput o = RunCli(args);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const nlohmann::json got = LastLineJson(o.out);
+    ExpectConformanceCase(c, got);
+    if (also) also(got);
+  }
 }
 
 std::string MakeTempDir(const std::string& tag) {

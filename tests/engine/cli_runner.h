@@ -1,6 +1,7 @@
 // Test helper: runs the built `lockstep` binary and captures its output.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -30,6 +31,14 @@ struct ConformanceCase {
 };
 // Every case, or none when the shared fixtures are absent.
 std::vector<ConformanceCase> LoadConformanceCases();
+// Checks a run's --json output against a case: every expected key present
+// and equal. A case that expects nothing fails (it would assert nothing).
+void ExpectConformanceCase(const ConformanceCase& c, const nlohmann::json& got);
+// Runs every case with `extra_args` and --json, checks it (and `also`, if
+// given, on its output); LOCKSTEP_FIXTURE_ABSENT when the fixtures are not
+// there, a failure when they hold no case.
+void ExpectConformanceVectors(const std::vector<std::string>& extra_args,
+                              const std::function<void(const nlohmann::json&)>& also = {});
 
 // A fresh empty directory under the test binary's temp area.
 std::string MakeTempDir(const std::string& tag);

@@ -1,6 +1,7 @@
 // End-to-end conformance: `lockstep run ... --json` against values computed
 // by an independent implementation of CIS-2 (../shared/fixtures/conformance)
 // and, when the real weights are present, the spec's §13.1 test vector.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -8,27 +9,27 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "tests/fixture_absent.h"
 
 namespace lockstep::testing {
 namespace {
 
 TEST(Conformance, EveryVectorCaseMatchesTheIndependentImplementation) {
-  if (SharedPath("fixtures/conformance/vectors.json").empty()) {
-    GTEST_SKIP() << "shared conformance fixtures are absent";
-  }
-  const std::vector<ConformanceCase> cases = LoadConformanceCases();
-  ASSERT_FALSE(cases.empty());
-  for (const ConformanceCase& c : cases) {
-    SCOPED_TRACE(c.name);
-    std::vector<std::string> args = c.run_args;
-    args.push_back("--json");
-    const CliOutput o = RunCli(args);
-    ASSERT_EQ(o.exit_code, 0) << o.err;
-    const nlohmann::json got = LastLineJson(o.out);
-    for (const auto& [key, want] : c.expect.items()) {
-      EXPECT_EQ(got[key], want) << "key " << key;
-    }
-  }
+  ExpectConformanceVectors({});
+}
+
+// The checker itself: a case with an empty (or missing) expectation, or
+// expecting a key the output lacks, fails instead of passing silently.
+TEST(Conformance, ACaseThatExpectsNothingFails) {
+  static const nlohmann::json got = {{"cis2_ref", "ab"}};
+  static const ConformanceCase empty{"empty", {}, nlohmann::json::object()};
+  static const ConformanceCase missing{"missing", {}, nullptr};
+  static const ConformanceCase absent_key{"absent", {}, {{"argmax_digest", "cd"}}};
+  static const ConformanceCase wrong{"wrong", {}, {{"cis2_ref", "cd"}}};
+  EXPECT_FATAL_FAILURE(ExpectConformanceCase(empty, got), "would assert nothing");
+  EXPECT_FATAL_FAILURE(ExpectConformanceCase(missing, got), "would assert nothing");
+  EXPECT_FATAL_FAILURE(ExpectConformanceCase(absent_key, got), "has no argmax_digest");
+  EXPECT_NONFATAL_FAILURE(ExpectConformanceCase(wrong, got), "key cis2_ref");
 }
 
 // §13.1, run only where LOCKSTEP_SMOLLM2_DIR names a folder with the real files.
@@ -54,7 +55,7 @@ TEST(Conformance, SmolLM2RealWeightsSpec131) {
 
 TEST(Conformance, HumanReportEndsWithTheSpecLine) {
   const std::string model = SharedPath("fixtures/conformance/tiny-llama");
-  if (model.empty()) GTEST_SKIP() << "shared conformance fixtures are absent";
+  if (model.empty()) LOCKSTEP_FIXTURE_ABSENT() << "shared conformance fixtures are absent";
   const CliOutput o = RunCli({"run", "--model", model, "--ids", "1,2,3,4,5", "--gen", "16"});
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.out.find("CIS2_REF digest=a4743606c4d8fc9f22db080718cda88ca136eebee4e89b1ed7d33d70ff8eafa6"

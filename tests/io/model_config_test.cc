@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "tests/fixture_absent.h"
 #include "tests/io/test_util.h"
 
 namespace lockstep {
@@ -39,7 +40,7 @@ void ExpectError(const nlohmann::json& j, ErrorKind kind, const std::string& fie
 
 TEST(ModelConfigTest, RealSmolLM2Config) {
   std::string path = SharedPath("fixtures/smollm2-135m/config.json");
-  if (!testing::Exists(path)) GTEST_SKIP() << "fixture absent: " << path;
+  if (!testing::Exists(path)) LOCKSTEP_FIXTURE_ABSENT() << "fixture absent: " << path;
   auto c = LoadModelConfig(path);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->model_type, "llama");
@@ -65,7 +66,7 @@ TEST(ModelConfigTest, ConformanceConfigs) {
                         Want{"tiny-qwen", 64, 2, 1, 32, 600, 0x49742400u, false},
                         Want{"tiny-daz", 48, 3, 3, 16, 400, 0x47C35000u, true}}) {
     std::string path = SharedPath(std::string("fixtures/conformance/") + w.model + "/config.json");
-    if (!testing::Exists(path)) GTEST_SKIP() << "fixture absent: " << path;
+    if (!testing::Exists(path)) LOCKSTEP_FIXTURE_ABSENT() << "fixture absent: " << path;
     auto c = LoadModelConfig(path);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     EXPECT_EQ(c->hidden_size, w.hidden) << w.model;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/fixture_absent.h"
 #include "tests/io/test_util.h"
 
 namespace lockstep {
@@ -39,7 +40,7 @@ Result<ArtifactHashes> Hash(const ModelFiles& files) {
 
 TEST(ModelFilesTest, ConformanceHashesEqualTheIndependentVectors) {
   std::string vectors_path = SharedPath("fixtures/conformance/vectors.json");
-  if (!testing::Exists(vectors_path)) GTEST_SKIP() << "absent: " << vectors_path;
+  if (!testing::Exists(vectors_path)) LOCKSTEP_FIXTURE_ABSENT() << "absent: " << vectors_path;
   auto vectors = nlohmann::json::parse(std::ifstream(vectors_path));
   int checked = 0;
   for (const auto& c : vectors["cases"]) {
@@ -73,7 +74,7 @@ TEST(ModelFilesTest, BuiltinSmolLM2PinsMatchTheFixtureFiles) {
   EXPECT_FALSE(BuiltinPins("smollm2-360m").has_value());
   std::string cfg = SharedPath("fixtures/smollm2-135m/config.json");
   std::string tok = SharedPath("fixtures/smollm2-135m/tokenizer.json");
-  if (!testing::Exists(cfg) || !testing::Exists(tok)) GTEST_SKIP() << "fixtures absent";
+  if (!testing::Exists(cfg) || !testing::Exists(tok)) LOCKSTEP_FIXTURE_ABSENT() << "fixtures absent";
   EXPECT_EQ(ToHex(*Sha256File(cfg)), ToHex(*pins->config));
   EXPECT_EQ(ToHex(*Sha256File(tok)), ToHex(*pins->tokenizer));
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "base/sha256.h"
+#include "tests/fixture_absent.h"
 #include "tests/io/test_util.h"
 
 namespace lockstep {
@@ -80,7 +81,7 @@ TEST(SafetensorsTest, WriterRoundTrip) {
 
 TEST(SafetensorsTest, WriterReproducesHuggingFaceFileByteForByte) {
   std::string src = SharedPath("fixtures/conformance/tiny-llama/model.safetensors");
-  if (!testing::Exists(src)) GTEST_SKIP() << "fixture absent: " << src;
+  if (!testing::Exists(src)) LOCKSTEP_FIXTURE_ABSENT() << "fixture absent: " << src;
   SafetensorsFile in = MustOpen(src);
   SafetensorsWriter w;
   for (const TensorInfo& t : in.tensors()) {
@@ -245,7 +246,7 @@ TEST(SafetensorsTest, ConformanceCheckpointsOpen) {
   for (const char* m : {"tiny-llama", "tiny-qwen", "tiny-daz"}) {
     std::string p = SharedPath(std::string("fixtures/conformance/") + m +
                                "/model.safetensors");
-    if (!testing::Exists(p)) GTEST_SKIP() << "fixture absent: " << p;
+    if (!testing::Exists(p)) LOCKSTEP_FIXTURE_ABSENT() << "fixture absent: " << p;
     SafetensorsFile f = MustOpen(p);
     EXPECT_NE(f.Find("model.embed_tokens.weight"), nullptr) << m;
     EXPECT_NE(f.Find("model.norm.weight"), nullptr) << m;

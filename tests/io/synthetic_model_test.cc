@@ -10,6 +10,7 @@
 
 #include "base/sha256.h"
 #include "engine/io/safetensors.h"
+#include "tests/fixture_absent.h"
 #include "tests/io/test_util.h"
 
 namespace lockstep {
@@ -108,7 +109,7 @@ TEST(SyntheticModelTest, ConfigJsonParsesBack) {
 
 TEST(SyntheticModelTest, SmolLM2ShapeMatchesTheRealConfig) {
   std::string path = SharedPath("fixtures/smollm2-135m/config.json");
-  if (!testing::Exists(path)) GTEST_SKIP() << "fixture absent: " << path;
+  if (!testing::Exists(path)) LOCKSTEP_FIXTURE_ABSENT() << "fixture absent: " << path;
   auto real = LoadModelConfig(path);
   auto syn = ParseModelConfig(SyntheticConfigJson(SmolLM2Shape()), "synthetic");
   ASSERT_TRUE(real.ok() && syn.ok());
@@ -206,7 +207,7 @@ TEST(SyntheticModelTest, ValueScalesAreAsDocumented) {
 
 TEST(SyntheticModelTest, ConfigOverrideIsCopiedByteExact) {
   std::string cfg = SharedPath("fixtures/conformance/tiny-qwen/config.json");
-  if (!testing::Exists(cfg)) GTEST_SKIP() << "fixture absent: " << cfg;
+  if (!testing::Exists(cfg)) LOCKSTEP_FIXTURE_ABSENT() << "fixture absent: " << cfg;
   std::string dir = ScratchDir() + "/m";
   SyntheticShape ignored;
   ignored.hidden = 8;

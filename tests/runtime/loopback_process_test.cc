@@ -20,24 +20,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 TEST(LoopbackProcesses, ConformanceVectorsReproducedSharded) {
-  if (SharedPath("fixtures/conformance/vectors.json").empty()) {
-    GTEST_SKIP() << "shared conformance fixtures are absent";
-  }
-  const std::vector<ConformanceCase> cases = LoadConformanceCases();
-  ASSERT_FALSE(cases.empty());
-  for (const ConformanceCase& c : cases) {
-    // Every fixture model has 2 layers: one per worker, two workers.
-    SCOPED_TRACE(c.name);
-    std::vector<std::string> args = c.run_args;
-    for (const char* a : {"--workers", "2", "--json"}) args.push_back(a);
-    const CliOutput o = RunCli(args);
-    ASSERT_EQ(o.exit_code, 0) << o.err;
-    const nlohmann::json got = LastLineJson(o.out);
+  // Every fixture model has 2 layers: one per worker, two workers.
+  ExpectConformanceVectors({"--workers", "2"}, [](const nlohmann::json& got) {
     EXPECT_EQ(got["plan"], "0:1,1:2");
-    for (const auto& [key, want] : c.expect.items()) {
-      EXPECT_EQ(got[key], want) << "key " << key;
-    }
-  }
+  });
 }
 
 TEST(LoopbackProcesses, CompareMonolithicOverTcp) {

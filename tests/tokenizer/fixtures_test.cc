@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/fixture_absent.h"
 #include "tests/tokenizer/test_util.h"
 
 namespace lockstep {
@@ -39,7 +40,7 @@ std::vector<nlohmann::json> VectorCases() {
 TEST(TokenizerFixtures, ConformanceVectorsIdsAndDecoded) {
   LOCKSTEP_REQUIRE_SMOL();
   const auto cases = VectorCases();
-  if (cases.empty()) GTEST_SKIP() << "fixture absent: " << SharedPath(kVectors);
+  if (cases.empty()) LOCKSTEP_FIXTURE_ABSENT() << "fixture absent: " << SharedPath(kVectors);
   for (const auto& c : cases) {
     const std::string text = c.at("text");
     const auto want = c.at("ids").get<std::vector<uint32_t>>();
@@ -51,7 +52,7 @@ TEST(TokenizerFixtures, ConformanceVectorsIdsAndDecoded) {
 
 TEST(TokenizerFixtures, PairMergesFileGivesSameIds) {
   LOCKSTEP_REQUIRE_SMOL();
-  if (!SharedExists(kNearMatch)) GTEST_SKIP() << "fixture absent: " << SharedPath(kNearMatch);
+  if (!SharedExists(kNearMatch)) LOCKSTEP_FIXTURE_ABSENT() << "fixture absent: " << SharedPath(kNearMatch);
   auto near = Tokenizer::FromFile(SharedPath(kNearMatch));
   ASSERT_TRUE(near.ok()) << near.status().ToString();
   EXPECT_EQ(near->vocab_size(), smol->vocab_size());
@@ -94,7 +95,7 @@ TEST(TokenizerFixtures, MatchesIndependentReferenceOnRandomTexts) {
 
 TEST(TokenizerFixtures, TinyLlamaOnceUponATime) {
   const std::string rel = "fixtures/conformance/tiny-llama/tokenizer.json";
-  if (!SharedExists(rel)) GTEST_SKIP() << "fixture absent: " << SharedPath(rel);
+  if (!SharedExists(rel)) LOCKSTEP_FIXTURE_ABSENT() << "fixture absent: " << SharedPath(rel);
   auto tok = Tokenizer::FromFile(SharedPath(rel));
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   const auto ids = tok->Encode("Once upon a time");

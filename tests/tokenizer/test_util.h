@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/fixture_absent.h"
 
 namespace lockstep::testing {
 
@@ -47,7 +48,7 @@ inline const Tokenizer* Smol() {
 
 #define LOCKSTEP_REQUIRE_SMOL()                                                \
   const ::lockstep::Tokenizer* smol = ::lockstep::testing::Smol();            \
-  if (smol == nullptr) GTEST_SKIP() << "fixture absent: " << ::lockstep::testing::SharedPath( \
+  if (smol == nullptr) LOCKSTEP_FIXTURE_ABSENT() << "fixture absent: " << ::lockstep::testing::SharedPath( \
                            ::lockstep::testing::kSmolPath)
 
 inline std::vector<uint32_t> Concat(std::initializer_list<std::vector<uint32_t>> parts) {
