@@ -1,6 +1,11 @@
 #include "base/sha256.h"
 
+// The chain stream uses OpenSSL's low-level SHA256_CTX because its state
+// can be read and written (EVP cannot export a midstate); OpenSSL 3 marks
+// these functions deprecated, not removed.
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/evp.h>
+#include <openssl/sha.h>
 
 #include <cerrno>
 #include <cstring>
@@ -8,24 +13,58 @@
 #include <vector>
 
 namespace lockstep {
+namespace {
+
+constexpr size_t kBlock = 64;
+constexpr size_t kLengthAt = 32, kBlockAt = 40, kNumAt = 104;
+
+void PutU32Le(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t GetU32Le(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+}  // namespace
+
+Result<Sha256State> Sha256State::Parse(std::span<const uint8_t> in) {
+  if (in.size() != kBytes) {
+    return CorruptError("SHA-256 state is " + std::to_string(in.size()) + " bytes, expected " +
+                        std::to_string(kBytes));
+  }
+  Sha256State s;
+  std::memcpy(s.bytes.data(), in.data(), kBytes);
+  const uint64_t bits =
+      GetU32Le(in.data() + kLengthAt) | uint64_t{GetU32Le(in.data() + kLengthAt + 4)} << 32;
+  const uint32_t num = GetU32Le(in.data() + kNumAt);
+  if (num >= kBlock) {
+    return CorruptError("SHA-256 state has " + std::to_string(num) +
+                        " bytes pending, at most 63 can be");
+  }
+  if (bits % 8 != 0 || (bits / 8) % kBlock != num) {
+    return CorruptError("SHA-256 state length of " + std::to_string(bits) +
+                        " bits disagrees with its " + std::to_string(num) + " pending bytes");
+  }
+  for (size_t i = num; i < kBlock; ++i) {
+    if (in[kBlockAt + i] != 0) {
+      return CorruptError("SHA-256 state has data past its " + std::to_string(num) +
+                          " pending bytes");
+    }
+  }
+  return s;
+}
 
 struct Sha256Stream::Impl {
-  EVP_MD_CTX* ctx = nullptr;
-  ~Impl() { EVP_MD_CTX_free(ctx); }
+  SHA256_CTX ctx;
 };
 
-Sha256Stream::Sha256Stream() : impl_(std::make_unique<Impl>()) {
-  impl_->ctx = EVP_MD_CTX_new();
-  if (impl_->ctx == nullptr || EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr) != 1) {
-    std::abort();  // OpenSSL out of memory: nothing sensible to report.
-  }
-}
+Sha256Stream::Sha256Stream() : impl_(std::make_unique<Impl>()) { SHA256_Init(&impl_->ctx); }
 Sha256Stream::~Sha256Stream() = default;
 Sha256Stream::Sha256Stream(Sha256Stream&&) noexcept = default;
 Sha256Stream& Sha256Stream::operator=(Sha256Stream&&) noexcept = default;
 
 void Sha256Stream::Update(std::span<const uint8_t> bytes) {
-  if (!bytes.empty()) EVP_DigestUpdate(impl_->ctx, bytes.data(), bytes.size());
+  if (!bytes.empty()) SHA256_Update(&impl_->ctx, bytes.data(), bytes.size());
 }
 
 void Sha256Stream::UpdateU32Le(uint32_t v) {
@@ -35,15 +74,43 @@ void Sha256Stream::UpdateU32Le(uint32_t v) {
 
 Digest Sha256Stream::Finalize() {
   Digest d{};
-  unsigned int n = 0;
-  EVP_DigestFinal_ex(impl_->ctx, d.data(), &n);
+  SHA256_Final(d.data(), &impl_->ctx);
   return d;
 }
 
+// OpenSSL keeps the pending bytes of the block, as bytes, in `data`
+// (md32_common.h copies them there with memcpy), `num` of them.
+Sha256State Sha256Stream::Export() const {
+  const SHA256_CTX& c = impl_->ctx;
+  Sha256State s;
+  for (size_t i = 0; i < 8; ++i) PutU32Le(s.bytes.data() + 4 * i, c.h[i]);
+  PutU32Le(s.bytes.data() + kLengthAt, c.Nl);
+  PutU32Le(s.bytes.data() + kLengthAt + 4, c.Nh);
+  std::memcpy(s.bytes.data() + kBlockAt, c.data, c.num);
+  PutU32Le(s.bytes.data() + kNumAt, c.num);
+  return s;
+}
+
+Result<Sha256Stream> Sha256Stream::Import(const Sha256State& state) {
+  LOCKSTEP_ASSIGN_OR_RETURN(Sha256State s, Sha256State::Parse(state.bytes));
+  Sha256Stream out;
+  SHA256_CTX& c = out.impl_->ctx;
+  for (size_t i = 0; i < 8; ++i) c.h[i] = GetU32Le(s.bytes.data() + 4 * i);
+  c.Nl = GetU32Le(s.bytes.data() + kLengthAt);
+  c.Nh = GetU32Le(s.bytes.data() + kLengthAt + 4);
+  std::memcpy(c.data, s.bytes.data() + kBlockAt, kBlock);
+  c.num = GetU32Le(s.bytes.data() + kNumAt);
+  return out;
+}
+
+// One-shot hashing goes through EVP, independently of the stream above.
 Digest Sha256(std::span<const uint8_t> bytes) {
-  Sha256Stream s;
-  s.Update(bytes);
-  return s.Finalize();
+  Digest d{};
+  unsigned int n = 0;
+  if (EVP_Digest(bytes.data(), bytes.size(), d.data(), &n, EVP_sha256(), nullptr) != 1) {
+    std::abort();  // OpenSSL out of memory: nothing sensible to report.
+  }
+  return d;
 }
 
 Result<Digest> Sha256File(const std::string& path) {
