@@ -1,7 +1,6 @@
 #include "engine/decode.h"
 
 #include <algorithm>
-#include <bit>
 #include <charconv>
 
 
@@ -28,11 +27,10 @@ Status ApplyEvictions(StepBackend& backend, const DecodeRequest& req, uint32_t s
 
 }  // namespace
 
-// The floats' in-memory bytes are their u32 LE bits on the hosts we build for.
-static_assert(std::endian::native == std::endian::little);
-Digest LogitsSha256(std::span<const float> logits) {
-  return Sha256(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()),
-                                         logits.size_bytes()));
+Result<StepOutcome> StepBackend::FeedAndChoose(std::span<const uint32_t> tokens,
+                                               const StepContext& ctx) {
+  LOCKSTEP_RETURN_IF_ERROR(Feed(tokens, ctx.logits));
+  return ChooseAndWitness(*ctx.logits, ctx.sampling, ctx.step, ctx.chain, ctx.scratch);
 }
 
 Result<EvictSpec> ParseEvictSpec(const std::string& text) {
@@ -96,17 +94,17 @@ Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,
   WitnessChain chain(seed, req.prompt);
   std::vector<float> logits;
   SamplingScratch sampling;
-  if (req.gen > 0) LOCKSTEP_RETURN_IF_ERROR(backend.Feed(req.prompt, &logits));
+  StepContext ctx{0, req.sampling, &chain, &sampling, &logits};
+  uint32_t last[1] = {0};
   for (uint32_t step = 0; step < req.gen; ++step) {
-    const uint32_t token = ChooseToken(logits, req.sampling, step, &sampling);  // §11.2
-    chain.AddStep(logits, token);                                           // §12.1 item 7
-    out.logits_sha256.push_back(LogitsSha256(logits));
-    out.generated.push_back(token);
+    ctx.step = step;
+    const std::span<const uint32_t> tokens =
+        step == 0 ? std::span<const uint32_t>(req.prompt) : std::span<const uint32_t>(last);
+    LOCKSTEP_ASSIGN_OR_RETURN(const StepOutcome o, backend.FeedAndChoose(tokens, ctx));
+    out.logits_sha256.push_back(o.logits_sha256);
+    out.generated.push_back(o.token);
+    last[0] = o.token;
     LOCKSTEP_RETURN_IF_ERROR(ApplyEvictions(backend, req, step));
-    if (step + 1 < req.gen) {
-      const uint32_t one[1] = {token};
-      LOCKSTEP_RETURN_IF_ERROR(backend.Feed(one, &logits));
-    }
   }
   out.cis2_ref = chain.Finalize();
   out.argmax_digest = ArgmaxDigest(out.prompt, out.generated);

@@ -3,10 +3,12 @@
 // (sharded). Both go through RunDecode, so the digests they print are
 // computed by the same code from the logits the backend returns.
 //
-// Protocol: prefill the prompt; step s's logits are folded into the chain
-// with the token ChooseToken chose (greedy argmax by default); evictions scheduled at step s are applied
-// after its token is chosen; the token is then fed at the next position
-// (the cache length). EOS is not checked. Exactly `gen` steps run.
+// Protocol: step 0 feeds the prompt, step s > 0 feeds step s-1's token at
+// the next position (the cache length); each step's logits give its token
+// and chain fold through ChooseAndWitness (engine/step_outcome.h), on
+// whichever side of the backend holds them. Evictions scheduled at step s
+// are applied after its token is chosen. EOS is not checked. Exactly `gen`
+// steps run.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 
 #include "base/status.h"
 #include "engine/sampling.h"
+#include "engine/step_outcome.h"
 #include "engine/witness.h"
 
 namespace lockstep {
@@ -28,12 +31,28 @@ struct EvictSpec {
 };
 Result<EvictSpec> ParseEvictSpec(const std::string& text);
 
+// One decode step's inputs besides its tokens. The chain is in/out: the
+// step folds its logits || token into it.
+struct StepContext {
+  uint32_t step = 0;                      // decode step (0 = first generated token)
+  SamplingParams sampling;                // as in the DecodeRequest
+  WitnessChain* chain = nullptr;          // not null
+  SamplingScratch* scratch = nullptr;     // for a backend that holds the logits
+  std::vector<float>* logits = nullptr;   // [vocab] buffer, likewise
+};
+
 class StepBackend {
  public:
   virtual ~StepBackend() = default;
   // Runs `tokens` at positions [CacheLength(), CacheLength()+n) and returns
   // the logits of the last one. logits: resized to [vocab].
   virtual Status Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) = 0;
+  // Feeds `tokens` as Feed does and returns the step's outcome: the token
+  // chosen from the last position's logits and their sha256, with the
+  // chain advanced. Default: Feed into ctx.logits, then ChooseAndWitness.
+  // A backend whose logits live elsewhere overrides it to choose there.
+  virtual Result<StepOutcome> FeedAndChoose(std::span<const uint32_t> tokens,
+                                            const StepContext& ctx);
   // Removes cache entries [from, from+count) on every layer.
   virtual Status Evict(uint32_t from, uint32_t count) = 0;
   virtual uint32_t CacheLength() const = 0;
@@ -59,9 +78,6 @@ struct DecodeResult {
   // LE, vocab entries in order), so receipts never need the logits.
   std::vector<Digest> logits_sha256;
 };
-
-// sha256 of one step's logits bytes (u32 LE bits, in vocab order).
-Digest LogitsSha256(std::span<const float> logits);
 
 // Checks a request (non-empty prompt, eviction steps < gen, the largest
 // cache length it reaches, evictions included, <= max_positions, sampling).

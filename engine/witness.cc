@@ -1,7 +1,6 @@
 #include "engine/witness.h"
 
 #include <bit>
-#include <vector>
 
 namespace lockstep {
 
@@ -14,17 +13,18 @@ WitnessChain::WitnessChain(const WitnessSeed& seed, std::span<const uint32_t> pr
   for (uint32_t id : prompt_ids) stream_.UpdateU32Le(id);
 }
 
+// A float's in-memory bytes are its u32 LE bits on the hosts we build for,
+// so a step folds the logits' storage directly (no copy, no allocation).
+static_assert(std::endian::native == std::endian::little);
 void WitnessChain::AddStep(std::span<const float> logits, uint32_t token) {
-  std::vector<uint8_t> bytes(logits.size() * 4);
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const uint32_t b = std::bit_cast<uint32_t>(logits[i]);
-    bytes[4 * i + 0] = static_cast<uint8_t>(b);
-    bytes[4 * i + 1] = static_cast<uint8_t>(b >> 8);
-    bytes[4 * i + 2] = static_cast<uint8_t>(b >> 16);
-    bytes[4 * i + 3] = static_cast<uint8_t>(b >> 24);
-  }
-  stream_.Update(bytes);
+  stream_.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()),
+                                          logits.size_bytes()));
   stream_.UpdateU32Le(token);
+}
+
+Result<WitnessChain> WitnessChain::Resume(const Sha256State& state) {
+  LOCKSTEP_ASSIGN_OR_RETURN(Sha256Stream stream, Sha256Stream::Import(state));
+  return WitnessChain(std::move(stream));
 }
 
 Digest ArgmaxDigest(std::span<const uint32_t> prompt_ids, std::span<const uint32_t> generated) {

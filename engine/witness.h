@@ -6,6 +6,11 @@
 // for every step, the full logit vector's bits (u32 LE each) and the chosen
 // token (u32 LE). ArgmaxDigest is §12.2's separate stream over prompt ids
 // followed by generated ids. Not thread-safe; a chain is spent by Finalize.
+//
+// Export/Resume hand the chain's SHA-256 state to another process (the
+// last pipeline stage folds a step in and hands it back): the stream stays
+// one continuous §12.1 stream, so CIS2_REF does not depend on where each
+// step was folded.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +36,12 @@ class WitnessChain {
   void AddStep(std::span<const float> logits, uint32_t token);
   Digest Finalize() { return stream_.Finalize(); }
 
+  Sha256State Export() const { return stream_.Export(); }
+  // The chain continued from an exported state; Corrupt on a junk state.
+  static Result<WitnessChain> Resume(const Sha256State& state);
+
  private:
+  explicit WitnessChain(Sha256Stream stream) : stream_(std::move(stream)) {}
   Sha256Stream stream_;
 };
 

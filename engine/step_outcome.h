@@ -1,0 +1,33 @@
+// What one decode step contributes, computed from its logits in one place:
+// the token (ChooseToken, §11.2 / docs/sampling.md), the witness chain fold
+// of logits || token (§12.1 item 7) and the sha256 of the logits bytes the
+// receipts record. Every path that holds a step's logits uses it: RunDecode
+// (through StepBackend), the server's scheduler and the last pipeline
+// stage, so the digests cannot depend on where a step was chosen.
+// Thread-compatible (the chain and scratch belong to the caller).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "base/sha256.h"
+#include "engine/sampling.h"
+#include "engine/witness.h"
+
+namespace lockstep {
+
+struct StepOutcome {
+  uint32_t token = 0;
+  Digest logits_sha256{};  // LogitsSha256 of the step's logits
+};
+
+// sha256 of one step's logits bytes (u32 LE bits, in vocab order).
+Digest LogitsSha256(std::span<const float> logits);
+
+// Chooses step `step`'s token, folds logits || token into *chain and
+// hashes the logits. REQUIRES: as ChooseToken (valid params, logits
+// non-empty, a scratch when temperature > 0); chain not null.
+StepOutcome ChooseAndWitness(std::span<const float> logits, const SamplingParams& params,
+                             uint32_t step, WitnessChain* chain, SamplingScratch* scratch);
+
+}  // namespace lockstep
