@@ -146,6 +146,7 @@ const char* EnvelopeKindName(schema::Envelope::Which which) {
     case W::HEARTBEAT: return "heartbeat";
     case W::ERROR: return "error";
     case W::SHUTDOWN: return "shutdown";
+    case W::STEP_RESULT: return "stepResult";
   }
   return "unknown";
 }

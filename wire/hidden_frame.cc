@@ -48,6 +48,10 @@ Digest HiddenDigestOf(const HiddenFrame& h, std::span<const uint8_t> payload) {
   s.UpdateU32Le(h.hidden);
   s.UpdateU32Le(h.resume_layer);
   s.Update(payload);
+  if (h.handoff) {  // the payload's length is fixed by the header: no ambiguity
+    s.UpdateU32Le(h.handoff->decode_step);
+    s.Update(h.handoff->chain_state.bytes);
+  }
   return s.Finalize();
 }
 
@@ -107,9 +111,29 @@ size_t CanonicalWords(size_t payload_floats) {
          (payload_floats * 4 + 7) / 8 + 32 / 8;
 }
 
+// The words a ChainHandoff adds: its struct and its chain state blob.
+size_t HandoffWords(const std::optional<ChainHandoff>& h) {
+  if (!h) return 0;
+  return capnp::sizeInWords<schema::ChainHandoff>() + (Sha256State::kBytes + 7) / 8;
+}
+
 }  // namespace
 
 namespace internal {
+
+void WriteHandoff(const ChainHandoff& h, schema::ChainHandoff::Builder out) {
+  out.setDecodeStep(h.decode_step);
+  out.setChainState(capnp::Data::Reader(h.chain_state.bytes.data(), h.chain_state.bytes.size()));
+}
+
+Result<std::optional<ChainHandoff>> ReadHandoff(bool has, schema::ChainHandoff::Reader in,
+                                                const std::string& what) {
+  if (!has) return std::optional<ChainHandoff>();
+  const capnp::Data::Reader state = in.getChainState();
+  Result<Sha256State> parsed = Sha256State::Parse({state.begin(), state.size()});
+  if (!parsed.ok()) return parsed.status().WithContext(what + " chain handoff");
+  return std::optional<ChainHandoff>(ChainHandoff{in.getDecodeStep(), *parsed});
+}
 
 void WriteHidden(const HiddenFrame& h, schema::HiddenFrame::Builder out) {
   assert(h.seq > 0 && h.hidden > 0);
@@ -123,6 +147,7 @@ void WriteHidden(const HiddenFrame& h, schema::HiddenFrame::Builder out) {
   const auto bytes = AsBytes(h.payload);
   std::memcpy(out.initPayload(bytes.size()).begin(), bytes.data(), bytes.size());
   out.setDigest(DigestData(HiddenDigestOf(h, bytes)));
+  if (h.handoff) WriteHandoff(*h.handoff, out.initHandoff());
 }
 
 Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in) {
@@ -136,6 +161,8 @@ Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in) {
   const capnp::Data::Reader payload = in.getPayload();
   LOCKSTEP_RETURN_IF_ERROR(
       CheckPayloadSize(h.seq, h.hidden, payload.size(), "hidden frame"));
+  LOCKSTEP_ASSIGN_OR_RETURN(h.handoff,
+                            ReadHandoff(in.hasHandoff(), in.getHandoff(), "hidden frame"));
   const Digest want = HiddenDigestOf(h, {payload.begin(), payload.size()});
   LOCKSTEP_RETURN_IF_ERROR(
       CheckDigest(in.getDigest(), want, "hidden frame", h.session_id, h.step));
@@ -181,7 +208,7 @@ Digest LogitsDigest(const Logits& logits) {
 
 Frame MarshalHidden(const HiddenFrame& frame) {
   return MarshalEnvelopeInPlace(
-      CanonicalWords<schema::HiddenFrame>(frame.payload.size()),
+      CanonicalWords<schema::HiddenFrame>(frame.payload.size()) + HandoffWords(frame.handoff),
       [&frame](schema::Envelope::Builder root) {
         internal::WriteHidden(frame, root.initHidden());
       });

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,14 @@
 
 namespace lockstep::wire {
 
+// The witness chain travelling to the last stage with a step (schema
+// ChainHandoff): that stage chooses the token and returns a StepResult.
+struct ChainHandoff {
+  uint32_t decode_step = 0;  // the step's index for sampling
+  Sha256State chain_state;   // validated by the decoders (Sha256State::Parse)
+  bool operator==(const ChainHandoff&) const = default;
+};
+
 struct HiddenFrame {
   uint64_t session_id = 0;
   uint32_t step = 0;
@@ -32,6 +41,7 @@ struct HiddenFrame {
   uint32_t hidden = 0;          // model width, > 0
   uint32_t resume_layer = 0;    // first layer the receiver runs
   std::vector<float> payload;   // [seq][hidden] fp32 residual stream
+  std::optional<ChainHandoff> handoff;  // carried on to the last stage
 };
 
 struct Logits {
@@ -52,7 +62,8 @@ Frame MarshalHidden(const HiddenFrame& frame);
 // Errors: see ParseEnvelope; Invalid if the envelope is not a hidden frame;
 // Corrupt on zero or overflowing dims, a payload that is not
 // seq * hidden * 4 bytes, a digest of the wrong size, or
-// "hidden frame digest mismatch (session S step T)".
+// "hidden frame digest mismatch (session S step T)", or a handoff whose
+// chain state is not a consistent 108-byte state.
 Result<HiddenFrame> UnmarshalHidden(std::span<const uint8_t> bytes,
                                     const DecodeLimits& limits = {});
 

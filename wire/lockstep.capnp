@@ -48,6 +48,7 @@ struct Envelope {
     heartbeat @12 :Heartbeat;
     error @13 :Error;
     shutdown @14 :Shutdown;
+    stepResult @15 :StepResult;
   }
 }
 
@@ -107,6 +108,26 @@ struct SessionOpen {
   # coordinator -> every worker: allocate state for a new session.
   sessionId @0 :UInt64;
   window @1 :WindowSpec;
+  sampling @2 :Sampling;      # How the last stage chooses tokens; null: greedy.
+}
+
+struct Sampling {
+  # A session's token choice (docs/sampling.md), fixed for its lifetime.
+  # Floats travel as their IEEE-754 binary32 bits.
+  temperatureBits @0 :UInt32;   # 0 (+0.0): greedy argmax
+  topK @1 :UInt32;              # 0: no limit
+  topPBits @2 :UInt32;          # 0x3f800000 (1.0): no limit
+  seed @3 :UInt64;
+}
+
+struct ChainHandoff {
+  # The witness chain on its way to the last stage, which chooses the
+  # step's token from its logits, folds logits || token into the chain and
+  # answers with a StepResult instead of Logits (docs/wire_protocol.md,
+  # "Chain handoff"). Absent: the last stage sends Logits.
+  decodeStep @0 :UInt32;      # The step's index for sampling (0 = first token).
+  chainState @1 :Data;        # Exactly 108 bytes: the SHA-256 state (layout
+                              # in the doc); refused unless consistent.
 }
 
 struct TokenInput {
@@ -116,6 +137,7 @@ struct TokenInput {
   step @1 :UInt32;            # Monotonic per session; echoed in Logits.
   firstPosition @2 :UInt32;   # Position of tokenIds[0] in the sequence.
   tokenIds @3 :List(UInt32);
+  handoff @4 :ChainHandoff;   # Null: the last stage replies with Logits.
 }
 
 struct HiddenFrame {
@@ -129,6 +151,8 @@ struct HiddenFrame {
   payload @6 :Data;           # [seq][hidden] little-endian binary32;
                               # exactly seq * hidden * 4 bytes.
   digest @7 :Data;            # 32 bytes; see "Frame digests" in the doc.
+  handoff @8 :ChainHandoff;   # Carried on from the TokenInput; covered by
+                              # the digest when present.
 }
 
 struct Logits {
@@ -150,7 +174,7 @@ struct Evict {
 
 struct Fork {
   # coordinator -> every worker: create `newSessionId` as a copy of the
-  # cached prefix of `sourceSessionId`.
+  # cached prefix of `sourceSessionId`, with its sampling parameters.
   newSessionId @0 :UInt64;
   sourceSessionId @1 :UInt64;
 }
@@ -192,4 +216,16 @@ struct Error {
 struct Shutdown {
   # coordinator -> worker: finish in-flight work and exit cleanly.
   reason @0 :Text;
+}
+
+struct StepResult {
+  # last stage -> coordinator, for a step that carried a ChainHandoff: the
+  # step's outcome instead of its logits (about 250 bytes, not vocab * 4).
+  sessionId @0 :UInt64;
+  step @1 :UInt32;            # Echoes TokenInput.step.
+  token @2 :UInt32;           # The chosen id; the coordinator checks < vocab.
+  logitsSha256 @3 :Data;      # 32 bytes: SHA-256 of the step's logits bytes.
+  chainState @4 :Data;        # 108 bytes: the chain after logits || token.
+  digest @5 :Data;            # 32 bytes; see "Frame digests" in the doc.
+  # Room to grow: the receipts' trace mode appends per-layer digests here.
 }

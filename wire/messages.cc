@@ -3,6 +3,7 @@
 #include <cassert>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include <capnp/message.h>
 
@@ -14,6 +15,12 @@ namespace {
 using internal::DigestData;
 
 namespace s = schema;
+
+constexpr std::string_view kStepTag = "lockstep.step.v1";
+
+capnp::Data::Reader StateData(const Sha256State& st) {
+  return capnp::Data::Reader(st.bytes.data(), st.bytes.size());
+}
 
 // ErrorReport::kind crosses the wire as the schema enum of the same order.
 static_assert(static_cast<int>(s::ErrorKind::OK) == static_cast<int>(ErrorKind::kOk));
@@ -67,6 +74,11 @@ void Write(const AssignAck& m, s::Envelope::Builder e) {
 void Write(const SessionOpen& m, s::Envelope::Builder e) {
   auto out = e.initSessionOpen();
   out.setSessionId(m.session_id);
+  auto sampling = out.initSampling();
+  sampling.setTemperatureBits(m.sampling.temperature_bits);
+  sampling.setTopK(m.sampling.top_k);
+  sampling.setTopPBits(m.sampling.top_p_bits);
+  sampling.setSeed(m.sampling.seed);
   auto window = out.initWindow();
   switch (m.window.kind) {
     case WindowSpec::Kind::kFull: window.setFull(); break;
@@ -89,6 +101,17 @@ void Write(const TokenInput& m, s::Envelope::Builder e) {
   out.setFirstPosition(m.first_position);
   auto ids = out.initTokenIds(m.token_ids.size());
   for (size_t i = 0; i < m.token_ids.size(); ++i) ids.set(i, m.token_ids[i]);
+  if (m.handoff) internal::WriteHandoff(*m.handoff, out.initHandoff());
+}
+
+void Write(const StepResult& m, s::Envelope::Builder e) {
+  auto out = e.initStepResult();
+  out.setSessionId(m.session_id);
+  out.setStep(m.step);
+  out.setToken(m.token);
+  out.setLogitsSha256(DigestData(m.logits_sha256));
+  out.setChainState(StateData(m.chain_state));
+  out.setDigest(DigestData(StepResultDigest(m)));
 }
 
 void Write(const HiddenFrame& m, s::Envelope::Builder e) {
@@ -136,6 +159,10 @@ void Write(const Shutdown& m, s::Envelope::Builder e) {
 }
 
 // ---- capnp -> struct -------------------------------------------------------
+
+const char* NameOf(const TokenInput& m) {
+  return m.phase == TokenInput::Phase::kPrefill ? "prefill" : "decode";
+}
 
 Result<Digest> ReadDigest(capnp::Data::Reader in, const char* field) {
   Digest d{};
@@ -214,6 +241,10 @@ Result<WindowSpec> Read(s::WindowSpec::Reader in) {
 Result<Message> Read(s::SessionOpen::Reader in) {
   SessionOpen m;
   m.session_id = in.getSessionId();
+  if (in.hasSampling()) {
+    auto p = in.getSampling();
+    m.sampling = Sampling{p.getTemperatureBits(), p.getTopK(), p.getTopPBits(), p.getSeed()};
+  }
   LOCKSTEP_ASSIGN_OR_RETURN(m.window, Read(in.getWindow()));
   return Message(std::move(m));
 }
@@ -227,6 +258,27 @@ Result<Message> Read(s::TokenInput::Reader in, TokenInput::Phase phase) {
   auto ids = in.getTokenIds();
   m.token_ids.reserve(ids.size());
   for (uint32_t id : ids) m.token_ids.push_back(id);
+  LOCKSTEP_ASSIGN_OR_RETURN(m.handoff,
+                            internal::ReadHandoff(in.hasHandoff(), in.getHandoff(), NameOf(m)));
+  return Message(std::move(m));
+}
+
+Result<Message> Read(s::StepResult::Reader in) {
+  StepResult m;
+  m.session_id = in.getSessionId();
+  m.step = in.getStep();
+  m.token = in.getToken();
+  LOCKSTEP_ASSIGN_OR_RETURN(m.logits_sha256,
+                            ReadDigest(in.getLogitsSha256(), "stepResult.logitsSha256"));
+  const capnp::Data::Reader state = in.getChainState();
+  Result<Sha256State> parsed = Sha256State::Parse({state.begin(), state.size()});
+  if (!parsed.ok()) return parsed.status().WithContext("stepResult.chainState");
+  m.chain_state = *parsed;
+  LOCKSTEP_ASSIGN_OR_RETURN(const Digest digest, ReadDigest(in.getDigest(), "stepResult.digest"));
+  if (digest != StepResultDigest(m)) {
+    return CorruptError("step result digest mismatch (session " + std::to_string(m.session_id) +
+                        " step " + std::to_string(m.step) + ")");
+  }
   return Message(std::move(m));
 }
 
@@ -275,14 +327,12 @@ Result<Message> ReadEnvelope(s::Envelope::Reader e) {
     }
     case W::ERROR: return Read(e.getError());
     case W::SHUTDOWN: return Message(Shutdown{e.getShutdown().getReason()});
+    case W::STEP_RESULT: return Read(e.getStepResult());
   }
   return InvalidError("unknown envelope member " +
                       std::to_string(static_cast<int>(e.which())));
 }
 
-const char* NameOf(const TokenInput& m) {
-  return m.phase == TokenInput::Phase::kPrefill ? "prefill" : "decode";
-}
 const char* NameOf(const Hello&) { return "hello"; }
 const char* NameOf(const Assign&) { return "assign"; }
 const char* NameOf(const AssignAck&) { return "assignAck"; }
@@ -295,8 +345,21 @@ const char* NameOf(const Release&) { return "release"; }
 const char* NameOf(const Heartbeat&) { return "heartbeat"; }
 const char* NameOf(const ErrorReport&) { return "error"; }
 const char* NameOf(const Shutdown&) { return "shutdown"; }
+const char* NameOf(const StepResult&) { return "stepResult"; }
 
 }  // namespace
+
+Digest StepResultDigest(const StepResult& r) {
+  Sha256Stream st;
+  st.Update({reinterpret_cast<const uint8_t*>(kStepTag.data()), kStepTag.size()});
+  st.UpdateU32Le(static_cast<uint32_t>(r.session_id));
+  st.UpdateU32Le(static_cast<uint32_t>(r.session_id >> 32));
+  st.UpdateU32Le(r.step);
+  st.UpdateU32Le(r.token);
+  st.Update(r.logits_sha256);
+  st.Update(r.chain_state.bytes);
+  return st.Finalize();
+}
 
 const char* MessageName(const Message& message) {
   return std::visit([](const auto& m) { return NameOf(m); }, message);
@@ -324,6 +387,9 @@ std::optional<uint64_t> SessionOfRefusedFrame(std::span<const uint8_t> bytes,
   try {
     if (env->which() == s::Envelope::HIDDEN) return env->root().getHidden().getSessionId();
     if (env->which() == s::Envelope::LOGITS) return env->root().getLogits().getSessionId();
+    if (env->which() == s::Envelope::STEP_RESULT) {
+      return env->root().getStepResult().getSessionId();
+    }
   } catch (const kj::Exception&) {
   }
   return std::nullopt;

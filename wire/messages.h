@@ -62,9 +62,20 @@ struct WindowSpec {
   std::vector<uint32_t> per_layer;  // [layers] W when kind == kPerLayer
 };
 
+// A session's sampling parameters as they travel: floats as their bits
+// (the engine's SamplingParams, which wire/ cannot name). Default: greedy.
+struct Sampling {
+  uint32_t temperature_bits = 0;
+  uint32_t top_k = 0;
+  uint32_t top_p_bits = 0x3f800000;  // 1.0f
+  uint64_t seed = 0;
+  bool operator==(const Sampling&) const = default;
+};
+
 struct SessionOpen {
   uint64_t session_id = 0;
   WindowSpec window;
+  Sampling sampling;
 };
 
 // Token input to the first stage; `phase` selects the envelope member.
@@ -75,7 +86,21 @@ struct TokenInput {
   uint32_t step = 0;
   uint32_t first_position = 0;
   std::vector<uint32_t> token_ids;  // [positions]
+  std::optional<ChainHandoff> handoff;  // set: the last stage returns a StepResult
 };
+
+// The last stage's answer to a step that carried a ChainHandoff.
+struct StepResult {
+  uint64_t session_id = 0;
+  uint32_t step = 0;           // echoes TokenInput::step
+  uint32_t token = 0;          // the coordinator checks it against the vocab
+  Digest logits_sha256{};      // sha256 of the step's logits bytes
+  Sha256State chain_state;     // the chain after logits || token
+};
+
+// SHA-256 over "lockstep.step.v1", the session (u64 LE), step, token (u32
+// LE), logits_sha256 and chain_state bytes: the StepResult's frame digest.
+Digest StepResultDigest(const StepResult& r);
 
 struct Evict {
   uint64_t session_id = 0;
@@ -120,7 +145,7 @@ struct Shutdown {
 
 using Message = std::variant<Hello, Assign, AssignAck, SessionOpen, TokenInput,
                              HiddenFrame, Logits, Evict, Fork, Release,
-                             Heartbeat, ErrorReport, Shutdown>;
+                             Heartbeat, ErrorReport, Shutdown, StepResult>;
 
 // Envelope member name of a message ("hello", "prefill", "hidden", ...).
 const char* MessageName(const Message& message);
@@ -130,13 +155,14 @@ const char* MessageName(const Message& message);
 Frame MarshalMessage(const Message& message);
 
 // Errors: see ParseEnvelope and UnmarshalHidden; Corrupt if a digest field
-// is not 32 bytes or an error kind is out of range; Invalid for an envelope
-// member this build does not know.
+// is not 32 bytes, a chain state is not a consistent 108-byte state, a
+// StepResult's digest does not match, or an error kind is out of range;
+// Invalid for an envelope member this build does not know.
 Result<Message> ParseMessage(std::span<const uint8_t> bytes,
                              const DecodeLimits& limits = {});
 
 // For a frame ParseMessage refused: the session it still names, when its
-// envelope parses and it is a hidden frame or logits (a flipped payload bit
+// envelope parses and it is a hidden frame, logits or a step result (a flipped bit
 // fails only the digest check), so the receiver can fail just that session.
 // nullopt when the frame names no session.
 std::optional<uint64_t> SessionOfRefusedFrame(std::span<const uint8_t> bytes,

@@ -22,6 +22,11 @@ inline capnp::Data::Reader DigestData(const Digest& d) {
 void WriteHidden(const HiddenFrame& frame, schema::HiddenFrame::Builder out);
 Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in);
 void WriteLogits(const Logits& logits, schema::Logits::Builder out);
+void WriteHandoff(const ChainHandoff& h, schema::ChainHandoff::Builder out);
+// The handoff of a TokenInput or HiddenFrame (`has`: its pointer is set);
+// Corrupt naming `what` when its chain state is refused.
+Result<std::optional<ChainHandoff>> ReadHandoff(bool has, schema::ChainHandoff::Reader in,
+                                                const std::string& what);
 Result<Logits> ReadLogits(schema::Logits::Reader in);
 
 // Runs `read` (which returns a Result or Status) and turns a kj::Exception

@@ -61,6 +61,15 @@ std::vector<Bytes> SeedCorpus() {
   seeds.push_back(MarshalMessage(Heartbeat{1, "coordinator"}));
   seeds.push_back(MarshalMessage(ErrorReport{ErrorKind::kMismatch, "hash", true, 3}));
   seeds.push_back(MarshalMessage(Shutdown{"bye"}));
+  // The chain handoff: on a token input, on a hidden frame, and the answer.
+  Sha256Stream chain;
+  chain.Update(Sha256(std::string_view("seed")));
+  const ChainHandoff handoff{3, chain.Export()};
+  seeds.push_back(
+      MarshalMessage(TokenInput{TokenInput::Phase::kDecode, 1, 4, 9, {7}, handoff}));
+  seeds.push_back(MarshalHidden({11, 4, 9, 1, 8, 2, RandomFloats(8, rng), handoff}));
+  seeds.push_back(MarshalMessage(StepResult{1, 4, 77, Sha256(std::string_view("l")),
+                                            chain.Export()}));
   return seeds;
 }
 
