@@ -13,6 +13,7 @@ namespace {
 Status RunCoordinator(const CoordinatorCommandOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(auto signer, LoadSignKey(o.run.sign_key));
   LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(o.config));
+  cfg.ship_logits = cfg.ship_logits || o.run.ship_logits;
   zmq::context_t context(1);
   LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg));
   const ModelFiles& files = coordinator->model_files();
@@ -50,6 +51,7 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCommandOptions& o) {
   cmd->add_option("--window", o.run.window, "Sliding window W for every layer (0 = none)");
   cmd->add_option("--evict", o.run.evictions, "FROM:COUNT@STEP: evict a span after step STEP");
   AddReceiptOptions(cmd, o.run);
+  cmd->add_flag("--ship-logits", o.run.ship_logits, "Send every step's logits to the coordinator, which chooses the token (same digests)");
   cmd->add_flag("--shutdown-workers", o.shutdown_workers, "Ask the workers to exit afterwards");
   return cmd;
 }

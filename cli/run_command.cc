@@ -30,6 +30,7 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   run->add_option("--expect", o.expect, "Built-in pins to verify (smollm2-135m)");
   run->add_option("--workers", o.workers, "Shard over K local worker processes");
   run->add_option("--plan", o.plan, "Explicit layer ranges, e.g. 0:10,10:20,20:30");
+  run->add_flag("--ship-logits", o.ship_logits, "Send every step's logits to the coordinator, which chooses the token (same digests)");
   run->add_flag("--compare-monolithic", o.compare_monolithic,
                 "Also run monolithically; fail unless every digest is equal");
   AddReceiptOptions(run, o);
@@ -169,7 +170,7 @@ Status RunMonolithic(const RunOptions& o) {
 Status RunSharded(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(Prepared p, Prepare(o));
   const runtime::LoopbackOptions loopback{o.model_dir, o.workers, o.plan, o.window, o.compute,
-                                          o.single_run ? 1 : 2};
+                                          o.single_run ? 1 : 2, o.ship_logits};
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr,
                             runtime::RunOnLoopback(loopback, p.model, p.pins, p.req));
   RunReport report =

@@ -32,6 +32,7 @@ struct RunOptions {
   std::string receipt_path;  // --receipt FILE: also write the receipt there
   std::string sign_key;      // --sign-key KEY: sign the receipt with this identity
   SamplingParams sampling;   // --temperature/--top-k/--top-p/--seed; default greedy
+  bool ship_logits = false;  // --ship-logits: logits to the coordinator (sharded runs)
 };
 
 // Registers --receipt and --sign-key on a decoding subcommand.

@@ -34,6 +34,7 @@ Status Serve(ServeCommandOptions& o) {
       return InvalidError("--model " + o.serve.model_dir + " is not the model of " +
                           o.config_path + " (" + cfg.model_dir + ")");
     }
+    cfg.ship_logits = cfg.ship_logits || o.ship_logits;
     o.serve.cluster = std::move(cfg);
     return server::RunServer(o.serve);
   }
@@ -46,6 +47,7 @@ Status Serve(ServeCommandOptions& o) {
   ClusterConfig cfg;
   cfg.model_dir = o.serve.model_dir;
   procs->ApplyTo(&cfg);  // endpoints and the ephemeral CURVE keys
+  cfg.ship_logits = o.ship_logits;
   o.serve.cluster = std::move(cfg);
   const Status st = server::RunServer(o.serve);
   procs->Reap(std::chrono::milliseconds(2000));
@@ -66,6 +68,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeCommandOptions& o) {
   c->add_option("--config", o.config_path, "Serve sharded over a running cluster (cluster config)")
       ->check(CLI::ExistingFile)
       ->excludes(workers);
+  c->add_flag("--ship-logits", o.ship_logits, "Send every step's logits to the coordinator, which chooses the token (same digests)");
   c->add_option("--threads", s.threads, "Compute threads (including the scheduler)")->default_val(1);
   c->add_option("--isa", s.isa, "Kernels: scalar|avx2|avx512|neon|auto")->default_val("auto");
   c->add_option("--max-sessions", s.scheduler.max_sessions, "Concurrent sessions before 429")

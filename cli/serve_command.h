@@ -18,6 +18,7 @@ struct ServeCommandOptions {
   double prefix_cache_mib = 256;
   int workers = 0;          // > 0: that many loopback worker processes
   std::string config_path;  // a cluster config (workers already running)
+  bool ship_logits = false;  // --ship-logits: logits to the coordinator
 };
 
 CLI::App* AddServeCommand(CLI::App& app, ServeCommandOptions& opts);

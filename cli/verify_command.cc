@@ -46,6 +46,7 @@ Result<DecodeResult> Recompute(const VerifyOptions& o, const receipt::ParsedRece
   if (!o.config.empty()) {
     LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(o.config));
     cfg.pins = pins;
+    cfg.ship_logits = cfg.ship_logits || o.ship_logits;
     zmq::context_t context(1);
     LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg));
     LOCKSTEP_RETURN_IF_ERROR(CheckSeed(r, coordinator->seed()));
@@ -73,6 +74,7 @@ Result<DecodeResult> Recompute(const VerifyOptions& o, const receipt::ParsedRece
     lo.model_dir = o.model_dir;
     lo.workers = o.workers;
     lo.window = r.window;
+    lo.ship_logits = o.ship_logits;
     LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr, runtime::RunOnLoopback(lo, model, pins, req));
     *where = std::to_string(o.workers) + " loopback workers (plan " + lr.plan + ")";
     return lr.run.result;
@@ -122,6 +124,7 @@ CLI::App* AddVerifyCommand(CLI::App& app, VerifyOptions& o) {
   auto* workers = c->add_option("--workers", o.workers, "Recompute on K loopback worker processes");
   auto* config = c->add_option("--config", o.config, "Recompute on the cluster of this config");
   workers->excludes(config);
+  c->add_flag("--ship-logits", o.ship_logits, "Send every step's logits to the coordinator, which chooses the token (same digests)");
   c->add_option("--trust", o.trust, "Require a signature by this key (.pub file or 64 hex)");
   return c;
 }

@@ -18,6 +18,7 @@ struct VerifyOptions {
   int workers = 0;
   std::string config;
   std::string trust;  // a key file (.pub or secret) or 64 hex characters
+  bool ship_logits = false;  // recompute with logits sent to the coordinator
 };
 
 CLI::App* AddVerifyCommand(CLI::App& app, VerifyOptions& opts);

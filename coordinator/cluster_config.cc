@@ -87,6 +87,9 @@ Status ReadKey(const std::string& key, const json& v, const std::string& name,
   } else if (key == "insecure") {
     if (!v.is_boolean()) return Bad(name, key, "must be true or false");
     c->insecure = v.get<bool>();
+  } else if (key == "ship_logits") {
+    if (!v.is_boolean()) return Bad(name, key, "must be true or false");
+    c->ship_logits = v.get<bool>();
   } else if (key == "key") {
     if (!v.is_string() || v.get<std::string>().empty()) return Bad(name, key, "must be a path");
     Result<keys::Identity> id = keys::ReadIdentity(Resolve(base_dir, v.get<std::string>()));

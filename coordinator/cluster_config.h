@@ -7,12 +7,19 @@
 //    "heartbeat_ms": 250, "liveness": 8, "request_timeout_ms": 30000,
 //    "key": "coordinator.key",               // this coordinator's key file
 //    "worker_keys": ["w0.pub", ...],         // one per worker, same order
-//    "insecure": false}
+//    "insecure": false,
+//    "ship_logits": false}                   // logits to the coordinator (see below)
 //
 // Links are CURVE (wire/link_security.h): the coordinator presents "key"
 // (written by `lockstep keygen`) and pins each worker's public key from
 // "worker_keys". Both are required for tcp/ipc workers unless "insecure":
 // true chooses plaintext. Key paths are relative to the config file.
+//
+// By default the last stage chooses each token and folds the witness chain
+// (docs/wire_protocol.md, "Chain handoff"), so no logits cross the network;
+// "ship_logits": true sends every step's logits to the coordinator, which
+// chooses and folds them itself (same digests; for debugging and for a
+// coordinator that checks the logits).
 //
 // A plan is one half-open layer range per worker, in pipeline order. It is
 // valid when it has exactly one non-empty range per worker, the ranges are
@@ -49,6 +56,7 @@ struct ClusterConfig {
   int liveness = 8;                  // missed heartbeats before a worker is dead
   std::chrono::milliseconds request_timeout{30000};
   bool insecure = false;                 // plaintext links, chosen explicitly
+  bool ship_logits = false;              // `--ship-logits`: logits to the coordinator
   wire::CurveKeyPair key;                // the coordinator's own CURVE key pair
   std::vector<std::string> worker_keys;  // Z85 public keys, `workers` order
 };

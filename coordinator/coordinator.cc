@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <iostream>
 
 namespace lockstep {
@@ -214,10 +215,10 @@ Status Coordinator::CheckHello(size_t k, const wire::Hello& h) const {
 
 // ---- sessions (any thread) ----------------------------------------------------
 
-std::future<Coordinator::LogitsResult> Coordinator::Request(uint64_t session, uint32_t step,
+std::future<Coordinator::ReplyResult> Coordinator::Request(uint64_t session, uint32_t step,
                                                             wire::Frame frame) {
-  auto promise = std::make_shared<std::promise<LogitsResult>>();
-  std::future<LogitsResult> future = promise->get_future();
+  auto promise = std::make_shared<std::promise<ReplyResult>>();
+  std::future<ReplyResult> future = promise->get_future();
   inbox_.Push(Command{Command::Kind::kRequest, session, step, false, std::move(frame), promise});
   return future;
 }
@@ -231,11 +232,15 @@ void Coordinator::ShutdownWorkers(const std::string& reason) {
                       wire::MarshalMessage(wire::Shutdown{reason}), nullptr});
 }
 
-Result<std::unique_ptr<RemoteSession>> Coordinator::OpenSession(std::optional<int> window) {
+Result<std::unique_ptr<RemoteSession>> Coordinator::OpenSession(std::optional<int> window,
+                                                                const SamplingParams& sampling) {
   if (window && *window < 0) return InvalidError("--window must be >= 0");
+  LOCKSTEP_RETURN_IF_ERROR(ValidateSamplingParams(sampling));
   LOCKSTEP_RETURN_IF_ERROR(health());
   wire::SessionOpen open;
   open.session_id = NewSessionId();
+  open.sampling = wire::Sampling{std::bit_cast<uint32_t>(sampling.temperature), sampling.top_k,
+                                 std::bit_cast<uint32_t>(sampling.top_p), sampling.seed};
   if (window) {
     open.window.kind = wire::WindowSpec::Kind::kGlobal;
     open.window.global = static_cast<uint32_t>(*window);
@@ -250,7 +255,7 @@ Result<std::unique_ptr<RemoteSession>> Coordinator::OpenSession(std::optional<in
     }
   }
   Post(open.session_id, wire::MarshalMessage(open), false);
-  return std::make_unique<RemoteSession>(*this, open.session_id, 0);
+  return std::make_unique<RemoteSession>(*this, open.session_id, 0, sampling);
 }
 
 // ---- I/O thread -----------------------------------------------------------------
@@ -344,7 +349,12 @@ void Coordinator::OnMessage(size_t k, const wire::Incoming& in) {
   if (auto* logits = std::get_if<wire::Logits>(&*parsed)) {
     auto it = pending_.find(logits->session_id);
     if (it == pending_.end() || it->second.step != logits->step) return;  // stale
-    return Resolve(logits->session_id, std::move(*logits));
+    return Resolve(logits->session_id, StepReply(std::move(*logits)));
+  }
+  if (auto* result = std::get_if<wire::StepResult>(&*parsed)) {
+    auto it = pending_.find(result->session_id);
+    if (it == pending_.end() || it->second.step != result->step) return;  // stale
+    return Resolve(result->session_id, StepReply(*result));
   }
   if (auto* err = std::get_if<wire::ErrorReport>(&*parsed)) {
     const Status st = err->ToStatus();
@@ -354,7 +364,7 @@ void Coordinator::OnMessage(size_t k, const wire::Incoming& in) {
   }
 }
 
-void Coordinator::Resolve(uint64_t session, LogitsResult result) {
+void Coordinator::Resolve(uint64_t session, ReplyResult result) {
   auto it = pending_.find(session);
   if (it == pending_.end()) return;
   it->second.promise->set_value(std::move(result));

@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include <zmq.hpp>
@@ -36,6 +37,7 @@
 #include "engine/decode.h"
 #include "engine/io/model_config.h"
 #include "engine/model_loader.h"
+#include "engine/sampling.h"
 #include "engine/witness.h"
 #include "wire/liveness.h"
 #include "wire/messages.h"
@@ -63,7 +65,10 @@ struct WireStats {
 
 class Coordinator {
  public:
-  using LogitsResult = Result<wire::Logits>;
+  // What the last stage answers for a step: its logits, or (for a step
+  // that carried a chain handoff) its StepResult.
+  using StepReply = std::variant<wire::Logits, wire::StepResult>;
+  using ReplyResult = Result<StepReply>;
 
   // `model`: InspectModelDir(config.model_dir, config.pins), done by the
   // caller when it needs the folder too (so it is hashed once).
@@ -84,7 +89,10 @@ class Coordinator {
   std::string plan_text() const;
 
   // A new session. window: W for every layer, else the model's own windows.
-  Result<std::unique_ptr<RemoteSession>> OpenSession(std::optional<int> window);
+  // sampling: how its tokens are chosen, fixed for the session (Invalid if
+  // ValidateSamplingParams refuses it).
+  Result<std::unique_ptr<RemoteSession>> OpenSession(std::optional<int> window,
+                                                     const SamplingParams& sampling = {});
 
   // Asks every worker to exit (best effort; returns at once).
   void ShutdownWorkers(const std::string& reason);
@@ -94,14 +102,16 @@ class Coordinator {
   WireStats stats() const;
 
   // ---- for RemoteSession ----
-  // Sends `frame` to the first stage and resolves with the Logits of
-  // (session, step), an ErrorReport for the session, or a failure.
-  std::future<LogitsResult> Request(uint64_t session, uint32_t step, wire::Frame frame);
+  // Sends `frame` to the first stage and resolves with the Logits or
+  // StepResult of (session, step), an ErrorReport for the session, or a
+  // failure.
+  std::future<ReplyResult> Request(uint64_t session, uint32_t step, wire::Frame frame);
   // Sends `frame` to the first stage (session control, forwarded down the
   // pipeline in order). release: forget the session's pending errors.
   void Post(uint64_t session, wire::Frame frame, bool release);
   uint64_t NewSessionId() { return next_session_.fetch_add(1); }
   std::chrono::milliseconds request_timeout() const { return config_.request_timeout; }
+  bool ship_logits() const { return config_.ship_logits; }
   // The longest a caller can wait for a Request (timeout plus detection).
   std::chrono::milliseconds wait_bound() const;
 
@@ -113,12 +123,12 @@ class Coordinator {
     uint32_t step = 0;
     bool release = false;
     wire::Frame frame;
-    std::shared_ptr<std::promise<LogitsResult>> promise;
+    std::shared_ptr<std::promise<ReplyResult>> promise;
   };
   struct Pending {
     uint32_t step = 0;
     std::chrono::steady_clock::time_point deadline;
-    std::shared_ptr<std::promise<LogitsResult>> promise;
+    std::shared_ptr<std::promise<ReplyResult>> promise;
   };
   struct Link {  // one DEALER per worker, owned by the I/O thread
     wire::Client client;
@@ -136,7 +146,7 @@ class Coordinator {
   void OnCommand(Command& c);
   void ReceiveFrom(size_t k);
   void OnMessage(size_t k, const wire::Incoming& in);
-  void Resolve(uint64_t session, LogitsResult result);
+  void Resolve(uint64_t session, ReplyResult result);
   void FailAll(const Status& st);
   void Tick(std::chrono::steady_clock::time_point now);
   Status SendTo(size_t k, std::span<const uint8_t> frame);
@@ -161,16 +171,24 @@ class Coordinator {
 };
 
 // A session on a Coordinator: a StepBackend whose Feed sends the tokens to
-// the first stage and waits for the last stage's logits. Released on the
+// the first stage and waits for the last stage's logits, and whose
+// FeedAndChoose hands the witness chain along with the tokens and gets back
+// the token, the logits' sha256 and the advanced chain (unless the cluster
+// ships logits, when it chooses from the logits itself). Released on the
 // workers when destroyed. Thread-compatible (one thread drives a session).
 class RemoteSession final : public StepBackend {
  public:
-  RemoteSession(Coordinator& coordinator, uint64_t id, uint32_t cache_length);
+  RemoteSession(Coordinator& coordinator, uint64_t id, uint32_t cache_length,
+                const SamplingParams& sampling);
   ~RemoteSession() override;
   RemoteSession(const RemoteSession&) = delete;
   RemoteSession& operator=(const RemoteSession&) = delete;
 
   Status Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) override;
+  // Invalid if ctx.sampling is not the session's (bit for bit); Corrupt if
+  // the last stage answers with a token outside the vocabulary.
+  Result<StepOutcome> FeedAndChoose(std::span<const uint32_t> tokens,
+                                    const StepContext& ctx) override;
   // Validated locally (as KvCache::Evict would), then applied on every stage.
   Status Evict(uint32_t from, uint32_t count) override;
   uint32_t CacheLength() const override { return length_; }
@@ -180,10 +198,16 @@ class RemoteSession final : public StepBackend {
   uint64_t id() const { return id_; }
 
  private:
+  // Sends the tokens (with `handoff`, if any) and waits for the reply.
+  Result<Coordinator::StepReply> Send(std::span<const uint32_t> tokens,
+                                      std::optional<wire::ChainHandoff> handoff);
+  Status CheckVocab(const char* what, uint64_t got) const;
+
   Coordinator& coordinator_;
   uint64_t id_;
   uint32_t length_;
   uint32_t step_ = 0;
+  SamplingParams sampling_;
 };
 
 }  // namespace lockstep

@@ -40,6 +40,7 @@ Result<ClusterConfig> LoopbackConfig(const LoopbackOptions& o, const ModelInfo& 
   // Validate before any worker process exists, let alone loads.
   LOCKSTEP_RETURN_IF_ERROR(ResolvePlan(cfg, model.config).status());
   cfg.request_timeout = milliseconds(600000);  // scalar kernels: long prefills
+  cfg.ship_logits = o.ship_logits;
   return cfg;
 }
 
@@ -48,7 +49,7 @@ Result<ClusterConfig> LoopbackConfig(const LoopbackOptions& o, const ModelInfo& 
 Result<ClusterRun> RunOnCluster(Coordinator& coordinator, const DecodeRequest& req,
                                 std::optional<int> window, int runs) {
   const BackendFactory open = [&]() -> Result<std::unique_ptr<StepBackend>> {
-    LOCKSTEP_ASSIGN_OR_RETURN(auto session, coordinator.OpenSession(window));
+    LOCKSTEP_ASSIGN_OR_RETURN(auto session, coordinator.OpenSession(window, req.sampling));
     return std::unique_ptr<StepBackend>(std::move(session));
   };
   const WireStats before = coordinator.stats();
@@ -84,8 +85,10 @@ std::vector<std::string> ClusterNotes(const Coordinator& c, const ClusterRun& ru
                 run.wire_bytes_per_token);
   notes.push_back(buf);
   // Between stages each decode step carries one hidden frame of one row.
-  wire::HiddenFrame one{1, 1, 1, 1, static_cast<uint32_t>(c.model_config().hidden_size), 1, {}};
+  wire::HiddenFrame one{1, 1, 1, 1, static_cast<uint32_t>(c.model_config().hidden_size), 1, {},
+                        std::nullopt};
   one.payload.assign(one.hidden, 0.0f);
+  if (!c.ship_logits()) one.handoff = wire::ChainHandoff{};  // the chain rides along
   const size_t hops = c.workers().size() - 1;
   notes.push_back("stage_bytes_per_token = " + std::to_string(wire::MarshalHidden(one).size() * hops) +
                   " (" + std::to_string(hops) + " hidden frame(s) between stages)");

@@ -41,6 +41,7 @@ struct LoopbackOptions {
   std::optional<int> window;  // sliding window for every layer
   ComputeOptions compute;     // every worker's kernels and threads
   int runs = 2;               // 2: the §12.4 check; 1: decode once
+  bool ship_logits = false;   // logits to the coordinator (ClusterConfig::ship_logits)
 };
 
 // A loopback run: its result and what the report shows of the cluster.

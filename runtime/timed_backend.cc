@@ -10,18 +10,29 @@ double ProcessCpuSeconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
 }
 
-Status TimedBackend::Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) {
-  const Clock::time_point start = Clock::now();
-  Status st = inner_.Feed(tokens, logits);
-  const Clock::time_point end = Clock::now();
+void TimedBackend::Record(Clock::time_point start, Clock::time_point end, size_t tokens) {
   if (!first_done_) {
     first_done_ = end;
     first_done_cpu_s_ = ProcessCpuSeconds();
-  } else if (tokens.size() == 1) {
+  } else if (tokens == 1) {
     total_ms_ += std::chrono::duration<double, std::milli>(end - start).count();
     steps_ += 1;
   }
+}
+
+Status TimedBackend::Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) {
+  const Clock::time_point start = Clock::now();
+  Status st = inner_.Feed(tokens, logits);
+  Record(start, Clock::now(), tokens.size());
   return st;
+}
+
+Result<StepOutcome> TimedBackend::FeedAndChoose(std::span<const uint32_t> tokens,
+                                                const StepContext& ctx) {
+  const Clock::time_point start = Clock::now();
+  Result<StepOutcome> o = inner_.FeedAndChoose(tokens, ctx);
+  Record(start, Clock::now(), tokens.size());
+  return o;
 }
 
 }  // namespace lockstep::runtime

@@ -1,7 +1,7 @@
 // TimedBackend: a StepBackend decorator that times the calls it forwards.
 // `lockstep run` (monolithic and sharded) and `lockstep bench` time decode
 // steps through it, so their per-token figures measure the same code path.
-// A decode step is a Feed of one token after the first Feed; the first
+// A decode step is a Feed (or FeedAndChoose) of one token after the first; the first
 // (the prefill, whatever its length) is recorded separately (its end, wall and process CPU clock: time to first
 // token). Timing changes no bit: every call is forwarded unchanged.
 // `inner` must outlive this. Thread-compatible.
@@ -21,6 +21,9 @@ class TimedBackend final : public StepBackend {
   explicit TimedBackend(StepBackend& inner) : inner_(inner) {}
 
   Status Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) override;
+  // Timed like Feed (a sharded backend chooses the token remotely).
+  Result<StepOutcome> FeedAndChoose(std::span<const uint32_t> tokens,
+                                    const StepContext& ctx) override;
   Status Evict(uint32_t from, uint32_t count) override { return inner_.Evict(from, count); }
   uint32_t CacheLength() const override { return inner_.CacheLength(); }
 
@@ -32,6 +35,9 @@ class TimedBackend final : public StepBackend {
   double first_feed_done_cpu_s() const { return first_done_cpu_s_; }
 
  private:
+  // Books one forwarded call that took [start, end) for `tokens` tokens.
+  void Record(Clock::time_point start, Clock::time_point end, size_t tokens);
+
   StepBackend& inner_;
   double total_ms_ = 0;
   int steps_ = 0;

@@ -34,7 +34,8 @@ struct Scheduler::Session {
 
   std::optional<KvCache> cache;           // in-process
   std::unique_ptr<RemoteSession> remote;  // on a cluster
-  std::vector<float> remote_logits;
+  std::vector<float> remote_logits;  // a backend that ships logits fills it
+  StepOutcome outcome;               // of the last step fed on the cluster
   std::optional<WitnessChain> chain;
   size_t fed = 0;  // prompt tokens in the cache
   uint32_t prefix_reused = 0;
@@ -178,7 +179,7 @@ void Scheduler::Admit(std::unique_ptr<Session> s) {
   const GenerationSpec& spec = s->spec;
   s->chain.emplace(seed_, spec.prompt);
   if (cluster_ != nullptr) {
-    Result<std::unique_ptr<RemoteSession>> r = cluster_->OpenSession(spec.window);
+    Result<std::unique_ptr<RemoteSession>> r = cluster_->OpenSession(spec.window, spec.sampling);
     active_.push_back(std::move(s));
     if (!r.ok()) {
       Retire(*active_.back(), "error", r.status().ToString());
@@ -231,10 +232,19 @@ void Scheduler::StepCluster() {
     if (tokens.empty()) continue;
     s.step_tokens = tokens.size();
     batch.push_back(&s);
+    // A step that completes the prompt, or decodes, yields a token: the
+    // pipeline chooses it where the logits are (FeedAndChoose).
+    const bool chooses = s.fed + tokens.size() >= s.spec.prompt.size();
     // Every session's step is in flight at once, so the workers find them
     // queued together and batch them.
-    replies.push_back(std::async(std::launch::async, [&s, tokens] {
-      return s.remote->Feed(tokens, &s.remote_logits);
+    replies.push_back(std::async(std::launch::async, [&s, tokens, chooses] {
+      if (!chooses) return s.remote->Feed(tokens, &s.remote_logits);
+      const StepContext ctx{static_cast<uint32_t>(s.generated.size()), s.spec.sampling,
+                            &*s.chain, &s.sampling, &s.remote_logits};
+      Result<StepOutcome> o = s.remote->FeedAndChoose(tokens, ctx);
+      if (!o.ok()) return o.status();
+      s.outcome = *o;
+      return Status::Ok();
     }));
   }
   std::vector<Status> got;
@@ -252,7 +262,7 @@ void Scheduler::StepCluster() {
     const bool prefilling = s.fed < s.spec.prompt.size();
     if (prefilling) s.fed += s.step_tokens;
     if (prefilling && s.fed < s.spec.prompt.size()) continue;  // more chunks to come
-    OnLogits(s, s.remote_logits);
+    OnOutcome(s, s.outcome);
   }
 }
 
@@ -304,9 +314,13 @@ void Scheduler::Step() {
 
 void Scheduler::OnLogits(Session& s, std::span<const float> logits) {
   const uint32_t step = static_cast<uint32_t>(s.generated.size());
-  const uint32_t token = ChooseToken(logits, s.spec.sampling, step, &s.sampling);
-  s.chain->AddStep(logits, token);  // §12.1 item 7
-  s.logits_sha256.push_back(LogitsSha256(logits));
+  OnOutcome(s, ChooseAndWitness(logits, s.spec.sampling, step, &*s.chain, &s.sampling));
+}
+
+void Scheduler::OnOutcome(Session& s, const StepOutcome& o) {
+  const uint32_t step = static_cast<uint32_t>(s.generated.size());
+  const uint32_t token = o.token;
+  s.logits_sha256.push_back(o.logits_sha256);
   s.generated.push_back(token);
   const auto now = Clock::now();
   if (!s.twin) {

@@ -87,6 +87,8 @@ class Scheduler {
   // last token); empty when the prefill budget is spent.
   std::span<const uint32_t> StepTokens(Session& s, size_t* budget);
   void OnLogits(Session& s, std::span<const float> logits);
+  // Records a chosen token (however it was chosen) and what follows it.
+  void OnOutcome(Session& s, const StepOutcome& o);
   void Retire(Session& s, std::string reason, std::string error);
 
   const Stage* stage_;

@@ -1,15 +1,22 @@
 #include "worker/stage_host.h"
 
 #include <algorithm>
+#include <bit>
 #include <fstream>
 #include <sstream>
 
 #include "base/limits.h"
+#include "engine/step_outcome.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
 
 namespace lockstep {
 namespace {
+
+SamplingParams FromWire(const wire::Sampling& w) {
+  return SamplingParams{std::bit_cast<float>(w.temperature_bits), w.top_k,
+                        std::bit_cast<float>(w.top_p_bits), w.seed};
+}
 
 std::string Range(uint32_t lo, uint32_t hi) {
   return "[" + std::to_string(lo) + "," + std::to_string(hi) + ")";
@@ -185,6 +192,8 @@ Status StageHost::OnOpen(const wire::SessionOpen& m) {
   if (sessions_.count(m.session_id)) {
     return InvalidError("session " + std::to_string(m.session_id) + " is already open");
   }
+  const SamplingParams sampling = FromWire(m.sampling);
+  LOCKSTEP_RETURN_IF_ERROR(ValidateSamplingParams(sampling).WithContext("session sampling"));
   KvCache cache = stage_->NewCache();
   const int layers = stage_->config().num_layers;
   const wire::WindowSpec& w = m.window;
@@ -200,7 +209,7 @@ Status StageHost::OnOpen(const wire::SessionOpen& m) {
     if (window > static_cast<uint32_t>(INT32_MAX)) return InvalidError("window too large");
     LOCKSTEP_RETURN_IF_ERROR(cache.SetWindow(l, static_cast<int>(window)));
   }
-  sessions_.try_emplace(m.session_id, std::move(cache));
+  sessions_.try_emplace(m.session_id, std::move(cache), sampling);
   return Status::Ok();
 }
 
@@ -214,7 +223,7 @@ Status StageHost::OnFork(const wire::Fork& m) {
     return InvalidError("fork: session " + std::to_string(m.new_session_id) + " already exists");
   }
   LOCKSTEP_ASSIGN_OR_RETURN(Session * src, Find(m.source_session_id));
-  sessions_.try_emplace(m.new_session_id, src->cache.Clone());
+  sessions_.try_emplace(m.new_session_id, src->cache.Clone(), src->sampling);
   return Status::Ok();
 }
 
@@ -240,7 +249,7 @@ Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
   LOCKSTEP_ASSIGN_OR_RETURN(Session * s, Find(m.session_id));
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.token_ids.size()));
   LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
-  *in = Input{s, m.session_id, m.step, m.first_position, m.token_ids.size()};
+  *in = Input{s, m.session_id, m.step, m.first_position, m.token_ids.size(), &m.handoff};
   return Status::Ok();
 }
 
@@ -258,7 +267,7 @@ Status StageHost::AcceptHidden(const wire::HiddenFrame& m, Input* in) {
   }
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.seq));
   hidden_.assign(m.payload.begin(), m.payload.end());
-  *in = Input{s, m.session_id, m.step, m.first_position, m.seq};
+  *in = Input{s, m.session_id, m.step, m.first_position, m.seq, &m.handoff};
   return Status::Ok();
 }
 
@@ -381,7 +390,18 @@ Status StageHost::ForwardAndEmit(const Input& in, std::vector<Outgoing>* out) {
 }
 
 void StageHost::EmitLogits(const Input& in, std::span<const float> logits,
-                           std::vector<Outgoing>* out) const {
+                           std::vector<Outgoing>* out) {
+  if (in.handoff != nullptr && in.handoff->has_value()) {
+    const wire::ChainHandoff& h = **in.handoff;
+    Result<WitnessChain> chain = WitnessChain::Resume(h.chain_state);
+    if (!chain.ok()) return FailSession(in.session_id, chain.status(), out);
+    const StepOutcome o =
+        ChooseAndWitness(logits, in.session->sampling, h.decode_step, &*chain, &sampling_);
+    const wire::StepResult r{in.session_id, in.step, o.token, o.logits_sha256, chain->Export()};
+    out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(r), "", "", true,
+                            in.session_id});
+    return;
+  }
   wire::Logits msg{in.session_id, in.step, static_cast<uint32_t>(logits.size()),
                    std::vector<float>(logits.begin(), logits.end())};
   out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(msg), "", "", true,
@@ -397,7 +417,8 @@ void StageHost::EmitHidden(const Input& in, std::span<const float> rows,
                           static_cast<uint32_t>(rows.size() / h),
                           static_cast<uint32_t>(h),
                           assign_.layer_hi,
-                          std::vector<float>(rows.begin(), rows.end())};
+                          std::vector<float>(rows.begin(), rows.end()),
+                          in.handoff != nullptr ? *in.handoff : std::nullopt};
   out->push_back(
       Outgoing{Outgoing::To::kNextStage, wire::MarshalHidden(frame), "", "", true, in.session_id});
 }

@@ -9,6 +9,11 @@
 // one FIFO link, so SessionOpen/Evict/Fork/Release and hidden frames reach
 // every stage in the order the coordinator issued them.
 //
+// The last stage answers a step that carries a chain handoff with a
+// StepResult: it chooses the token from its logits with the session's
+// sampling (fixed at SessionOpen) and folds logits || token into the
+// handed-over chain (ChooseAndWitness); other steps get their Logits.
+//
 // Errors on a session become an ErrorReport to the coordinator (naming the
 // worker, stage and layers) and mark the session failed; the host itself
 // keeps serving. Thread-compatible: one compute thread owns a StageHost,
@@ -28,6 +33,7 @@
 #include "engine/kv_cache.h"
 #include "engine/model_loader.h"
 #include "engine/ops/kernels.h"
+#include "engine/sampling.h"
 #include "engine/stage.h"
 #include "wire/messages.h"
 
@@ -91,8 +97,9 @@ class StageHost {
 
  private:
   struct Session {
-    explicit Session(KvCache c) : cache(std::move(c)) {}
+    Session(KvCache c, SamplingParams p) : cache(std::move(c)), sampling(p) {}
     KvCache cache;
+    SamplingParams sampling;  // how the last stage chooses this session's tokens
     Status failed;  // sticky: every later request of the session reports it
   };
 
@@ -112,6 +119,7 @@ class StageHost {
     uint32_t step = 0;
     uint32_t first_pos = 0;
     size_t n = 0;
+    const std::optional<wire::ChainHandoff>* handoff = nullptr;  // the message's
   };
   Status AcceptTokens(const wire::TokenInput& m, Input* in);
   Status AcceptHidden(const wire::HiddenFrame& m, Input* in);
@@ -122,10 +130,9 @@ class StageHost {
   Status ForwardAndEmit(const Input& in, std::vector<Outgoing>* out);
   static bool DistinctSessions(std::span<const wire::Message* const> messages);
   void AcceptBatch(std::span<const wire::Message* const> messages, std::vector<Outgoing>* out);
-  // What a step sends on: its logits to the coordinator (last stage), or
-  // its rows [n][hidden] to the next stage.
-  void EmitLogits(const Input& in, std::span<const float> logits,
-                  std::vector<Outgoing>* out) const;
+  // What a step sends on: its StepResult (with a handoff) or its logits to
+  // the coordinator (last stage), or its rows [n][hidden] to the next stage.
+  void EmitLogits(const Input& in, std::span<const float> logits, std::vector<Outgoing>* out);
   void EmitHidden(const Input& in, std::span<const float> rows,
                   std::vector<Outgoing>* out) const;
   // first_position follows the cache, and the n positions fit the model.
@@ -148,6 +155,7 @@ class StageHost {
   std::vector<Stage::BatchItem> batch_items_;  // [max_batch]
   std::vector<float> batch_hidden_;      // [max_batch][hidden], sized when assigned
   std::vector<float> batch_logits_;      // [max_batch][vocab], last stage only
+  SamplingScratch sampling_;             // last stage: ChooseToken's buffers
   uint64_t batched_steps_ = 0;
   uint64_t batched_rows_ = 0;
 };

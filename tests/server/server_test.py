@@ -524,10 +524,10 @@ class ShardedTest(unittest.TestCase):
         self.assertGreater(batched, steps, "no step carried more than one session")
         to = m[("lockstep_wire_bytes_total", (("direction", "to_workers"),))]
         back = m[("lockstep_wire_bytes_total", (("direction", "from_workers"),))]
-        # Every step's logits came back: at least 4 bytes per vocab entry per token.
+        # The last stage chose every token: no logits came back, only a small
+        # step result per token (well under 1 KiB both ways, prompts included).
         generated = sum(len(a.json()["receipt"]["generated_token_ids"]) for a in answers)
-        self.assertGreaterEqual(back, generated * 4 * 49152 if os.path.exists(os.path.join(
-            ARGS.shared, "fixtures/smollm2-135m/tokenizer.json")) else generated * 4 * 512)
+        self.assertLessEqual(back + to, generated * 1024)
         self.assertGreater(to, 0)
 
     def test_4_killed_worker_fails_requests_clearly_and_server_stays_up(self):
