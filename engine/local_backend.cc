@@ -18,13 +18,8 @@ LocalBackend::LocalBackend(const Stage& stage, KvCache cache)
 Status LocalBackend::Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) {
   if (tokens.empty()) return InvalidError("no tokens to feed");
   LOCKSTEP_RETURN_IF_ERROR(stage_.Embed(tokens, &hidden_));
-  const int64_t first_pos = static_cast<int64_t>(cache_.size());
-  LOCKSTEP_RETURN_IF_ERROR(stage_.Forward(hidden_, first_pos, cache_, scratch_));
   logits->resize(stage_.vocab());
-  const size_t h = stage_.hidden();
-  stage_.Logits(std::span<const float>(hidden_.data() + (tokens.size() - 1) * h, h), *logits,
-                scratch_);
-  return Status::Ok();
+  return stage_.Step(hidden_, static_cast<int64_t>(cache_.size()), cache_, scratch_, *logits);
 }
 
 Status LocalBackend::Evict(uint32_t from, uint32_t count) { return cache_.Evict(from, count); }

@@ -129,6 +129,14 @@ Status Stage::Forward(std::span<float> hidden, int64_t first_pos, KvCache& cache
   return Status::Ok();
 }
 
+Status Stage::Step(std::span<float> hidden, int64_t first_pos, KvCache& cache, ForwardScratch& s,
+                   std::span<float> logits) const {
+  if (hidden.size() < this->hidden()) return InvalidError("a step without rows");
+  LOCKSTEP_RETURN_IF_ERROR(Forward(hidden, first_pos, cache, s));
+  if (spec().last) Logits(hidden.last(this->hidden()), logits, s);
+  return Status::Ok();
+}
+
 Status Stage::ForwardBatch(std::span<const BatchItem> items, ForwardScratch& s) const {
   if (items.size() == 1) return Forward(items[0].hidden, items[0].first_pos, *items[0].cache, s);
   LOCKSTEP_RETURN_IF_ERROR(Prepare(items, s));

@@ -105,6 +105,13 @@ class Stage {
   };
   Status ForwardBatch(std::span<const BatchItem> items, ForwardScratch& scratch) const;
 
+  // A session step's work on this stage, the one sequence every path runs
+  // (LocalBackend::Feed, a worker's StageHost, bench): Forward over the
+  // rows, then on the last stage the logits of the last row (§11.1) into
+  // `logits` ([vocab]; not touched on other stages).
+  Status Step(std::span<float> hidden, int64_t first_pos, KvCache& cache, ForwardScratch& scratch,
+              std::span<float> logits) const;
+
   // Last stage only: logits = head(rmsnorm(row)) (§11.1). logits: [vocab].
   void Logits(std::span<const float> row, std::span<float> logits, ForwardScratch& scratch) const;
   // rows: [n][hidden] -> logits: [n][vocab], one pass over the head.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/local_backend.h"
 #include "engine/model_loader.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/thread_pool.h"
@@ -52,18 +53,17 @@ inline std::vector<Variant> AllVariants() {
   return out;
 }
 
-// Greedy decode through Forward/Logits with a scratch; returns the logits
-// of every step, concatenated ([gen][vocab]).
+// Greedy decode through the session path every front end runs
+// (LocalBackend::Feed, its cache reserved); returns the logits of every
+// step, concatenated ([gen][vocab]); stops at the first failed step.
 inline std::vector<float> DecodeLogits(const Stage& stage, std::vector<uint32_t> prompt, size_t gen) {
-  KvCache cache = stage.NewCache(prompt.size() + gen);
-  ForwardScratch scratch = stage.NewScratch(prompt.size(), prompt.size() + gen);
-  std::vector<float> hidden, all, logits(stage.vocab());
+  LocalBackend backend(stage, prompt.size() + gen);
+  std::vector<float> all, logits;
   std::vector<uint32_t> feed = std::move(prompt);
   for (size_t step = 0; step < gen; ++step) {
-    EXPECT_TRUE(stage.Embed(feed, &hidden).ok());
-    EXPECT_TRUE(stage.Forward(hidden, static_cast<int64_t>(cache.size()), cache, scratch).ok());
-    const size_t h = stage.hidden();
-    stage.Logits(std::span<const float>(hidden.data() + hidden.size() - h, h), logits, scratch);
+    const Status st = backend.Feed(feed, &logits);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    if (!st.ok()) break;
     all.insert(all.end(), logits.begin(), logits.end());
     feed = {ops::ArgmaxFirst(logits.data(), logits.size())};
   }
