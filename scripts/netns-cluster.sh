@@ -24,10 +24,18 @@
 #     --fault MODE       none | link-down | kill-worker   (default none)
 #     --fault-worker I   which worker to break (0-based, default: the middle one)
 #     --fault-after-bytes B  inject once the coordinator has received B bytes
-#                        (logits flowing: the decode is under way; default 32768)
+#                        (step results flowing: the decode is under way; default 32768)
 #     --fault-delay-ms N then wait N ms more (default 100)
 #     --reference-seed S make the monolithic reference from another seed and
 #                        expect the comparison to FAIL (proves the check bites)
+#     --link-rate RATE   shape every link (both ends of every veth) to RATE with a
+#                        tbf qdisc, e.g. 100mbit, 1gbit (default: unlimited)
+#     --ship-logits      the coordinator gets every step's logits and chooses
+#                        the tokens itself (the default: the last stage does)
+#     --run-in-coordinator CMD  instead of the decode and its comparison, run
+#                        `bash -c CMD` in the coordinator's namespace, with
+#                        LOCKSTEP_BIN, LOCKSTEP_MODEL and LOCKSTEP_CLUSTER_CONFIG
+#                        set; its exit code is the script's (benchmarks)
 #     --keep             keep the work folder (config, logs) for inspection
 #     --quiet            less chatter
 #
@@ -63,8 +71,11 @@ FAULT_AFTER_BYTES=32768
 KEEP=0
 REFERENCE_SEED=""
 QUIET=0
+LINK_RATE=unlimited
+SHIP_LOGITS=0
+RUN_IN_COORDINATOR=""
 
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) BIN=$2; shift 2 ;;
@@ -86,6 +97,9 @@ while [ $# -gt 0 ]; do
     --fault-delay-ms) FAULT_DELAY_MS=$2; shift 2 ;;
     --fault-after-bytes) FAULT_AFTER_BYTES=$2; shift 2 ;;
     --reference-seed) REFERENCE_SEED=$2; shift 2 ;;
+    --link-rate) LINK_RATE=$2; shift 2 ;;
+    --ship-logits) SHIP_LOGITS=1; shift ;;
+    --run-in-coordinator) RUN_IN_COORDINATOR=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --quiet) QUIET=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -102,6 +116,18 @@ case "$FAULT" in none|link-down|kill-worker) ;; *) echo "$SELF: --fault must be 
 [[ "$WORKERS" =~ ^[1-9][0-9]?$ ]] || { echo "$SELF: --workers must be 1..99" >&2; exit 2; }
 [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || { echo "$SELF: --timeout must be a positive integer" >&2; exit 2; }
 [ -z "$FAULT_WORKER" ] && FAULT_WORKER=$(( WORKERS / 2 ))
+# RATE in bits per second (tc's units: bit, kbit, mbit, gbit; integers).
+LINK_BPS=0
+case "$LINK_RATE" in
+  unlimited) ;;
+  *[0-9]gbit) LINK_BPS=$(( ${LINK_RATE%gbit} * 1000000000 )) ;;
+  *[0-9]mbit) LINK_BPS=$(( ${LINK_RATE%mbit} * 1000000 )) ;;
+  *[0-9]kbit) LINK_BPS=$(( ${LINK_RATE%kbit} * 1000 )) ;;
+  *[0-9]bit) LINK_BPS=${LINK_RATE%bit} ;;
+  *) LINK_BPS=x ;;
+esac
+[[ "$LINK_BPS" =~ ^[0-9]+$ ]] && { [ "$LINK_RATE" = unlimited ] || [ "$LINK_BPS" -ge 8000 ]; } \
+  || { echo "$SELF: --link-rate must be unlimited or N(bit|kbit|mbit|gbit), at least 8kbit" >&2; exit 2; }
 [ "$FAULT_WORKER" -lt "$WORKERS" ] || { echo "$SELF: --fault-worker out of range" >&2; exit 2; }
 if [ -z "$REQUEST_TIMEOUT_MS" ]; then
   # Faults must surface well inside the overall bound.
@@ -122,6 +148,9 @@ BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 command -v ip >/dev/null || skip "the ip command (iproute2) is not installed"
 command -v python3 >/dev/null || skip "python3 is needed to compare the JSON digests"
 ip netns list >/dev/null 2>&1 || skip "'ip netns' is unavailable here"
+if [ "$LINK_RATE" != unlimited ]; then
+  command -v tc >/dev/null || skip "--link-rate needs tc (iproute2)"
+fi
 # (`lockstep X --help` prints the top-level help even for an unknown X, so
 # look for the subcommands in the list.)
 BIN_HELP=$("$BIN" --help 2>&1 || true)
@@ -219,6 +248,23 @@ node_up() {
 node_up "$NS_CO" "$CO_ADDR"
 for ((i = 0; i < WORKERS; i++)); do node_up "${NS_W[$i]}" "${W_ADDR[$i]}"; done
 
+# Bandwidth: a token bucket (tbf; netem is not available everywhere) on
+# both ends of every veth, so each node's link is RATE in each direction.
+# The bucket holds 1 ms of traffic (at least 16 KiB); up to 100 ms queue.
+if [ "$LINK_RATE" != unlimited ]; then
+  BURST=$(( LINK_BPS / 8 / 1000 ))
+  [ "$BURST" -lt 16384 ] && BURST=16384
+  TBF="root tbf rate $LINK_RATE burst $BURST latency 100ms"
+  {
+    echo "qdisc add dev vco $TBF"
+    for ((i = 0; i < WORKERS; i++)); do echo "qdisc add dev vw$i $TBF"; done
+  } | tc -n "$NS_SW" -batch - || fail "cannot shape the switch ports with tbf (rate $LINK_RATE)"
+  for ns in "$NS_CO" "${NS_W[@]}"; do
+    tc -n "$ns" qdisc add dev eth0 $TBF || fail "cannot shape eth0 in $ns with tbf (rate $LINK_RATE)"
+  done
+  log "every link shaped to $LINK_RATE (tbf, burst $BURST bytes)"
+fi
+
 # ---------------------------------------------------------------- model
 if [ -z "$MODEL" ]; then
   MODEL="$WORK/model"
@@ -233,7 +279,7 @@ if [ -n "$IDS" ]; then PROMPT_ARGS=(--ids "$IDS"); else PROMPT_ARGS=(--prompt "$
 
 # ---------------------------------------------------------------- monolithic
 # The reference (not needed when a fault is injected: nothing is compared).
-if [ "$FAULT" = none ]; then
+if [ "$FAULT" = none ] && [ -z "$RUN_IN_COORDINATOR" ]; then
   log "monolithic reference: lockstep run --json ${PROMPT_ARGS[*]} --gen $GEN"
   REF_MODEL=$MODEL
   if [ -n "$REFERENCE_SEED" ]; then
@@ -299,11 +345,27 @@ cat >"$WORK/cluster.json" <<EOF
   "liveness": $LIVENESS,
   "request_timeout_ms": $REQUEST_TIMEOUT_MS,
   "key": "$WORK/keys/coordinator",
-  "worker_keys": $WORKER_KEYS
+  "worker_keys": $WORKER_KEYS,
+  "ship_logits": $([ "$SHIP_LOGITS" -eq 1 ] && echo true || echo false)
 }
 EOF
 python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$WORK/cluster.json" \
   || fail "generated config is not valid JSON: $(cat "$WORK/cluster.json")"
+
+# ---------------------------------------------------------------- custom command
+if [ -n "$RUN_IN_COORDINATOR" ]; then
+  ensure_time "starting the command"
+  log "in $NS_CO ($CO_ADDR), links $LINK_RATE: $RUN_IN_COORDINATOR"
+  ip netns exec "$NS_CO" env LOCKSTEP_BIN="$BIN" LOCKSTEP_MODEL="$MODEL" \
+    LOCKSTEP_CLUSTER_CONFIG="$WORK/cluster.json" \
+    timeout -k 2 "$(remaining)" bash -c "$RUN_IN_COORDINATOR" &
+  COORD_PID=$!
+  wait "$COORD_PID"
+  CMD_RC=$?
+  COORD_PID=""
+  [ "$CMD_RC" -eq 0 ] || fail "the command exited $CMD_RC"
+  exit 0
+fi
 
 # ---------------------------------------------------------------- coordinator
 ensure_time "starting the coordinator"
@@ -317,8 +379,9 @@ if [ "$FAULT" != none ]; then
   VICTIM=${NS_W[$FAULT_WORKER]}
   VICTIM_ADDR="${W_ADDR[$FAULT_WORKER]}:$PORT"
   # The decode is under way once the coordinator has received a good amount
-  # of data (logits from the last stage: about 4 bytes per vocab entry per
-  # token), well beyond what the handshake and heartbeats carry.
+  # of data (a step result of about 250 bytes per token, or with
+  # --ship-logits 4 bytes per vocab entry), well beyond what the handshake
+  # and heartbeats carry.
   coord_rx() {
     ip netns exec "$NS_CO" ss -Htin state established 2>/dev/null \
       | grep -o 'bytes_received:[0-9]*' | awk -F: '{s += $2} END {print s + 0}'
@@ -427,5 +490,5 @@ if [ -n "$REFERENCE_SEED" ]; then
   exit 0
 fi
 [ "$CMP_RC" -eq 0 ] || fail "sharded digests differ from the monolithic run"
-echo "[$SELF] PASS: sharded == monolithic over $WORKERS worker namespaces (${ELAPSED}s)"
+echo "[$SELF] PASS: sharded == monolithic over $WORKERS worker namespaces, links $LINK_RATE (${ELAPSED}s)"
 exit 0
