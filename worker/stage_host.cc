@@ -377,15 +377,13 @@ void StageHost::AcceptBatch(std::span<const wire::Message* const> messages,
 }
 
 Status StageHost::ForwardAndEmit(const Input& in, std::vector<Outgoing>* out) {
-  LOCKSTEP_RETURN_IF_ERROR(stage_->Forward(hidden_, in.first_pos, in.session->cache, scratch_));
-  if (!assign_.is_last) {
+  const std::span<float> logits(batch_logits_.data(), assign_.is_last ? stage_->vocab() : 0);
+  LOCKSTEP_RETURN_IF_ERROR(stage_->Step(hidden_, in.first_pos, in.session->cache, scratch_, logits));
+  if (assign_.is_last) {
+    EmitLogits(in, logits, out);
+  } else {
     EmitHidden(in, hidden_, out);
-    return Status::Ok();
   }
-  const size_t h = stage_->hidden(), v = stage_->vocab();
-  const std::span<float> logits(batch_logits_.data(), v);
-  stage_->Logits(std::span<const float>(hidden_.data() + (in.n - 1) * h, h), logits, scratch_);
-  EmitLogits(in, logits, out);
   return Status::Ok();
 }
 
