@@ -1,232 +1,18 @@
 #include "cli/bench_command.h"
 
-#include <sys/resource.h>
-
-#include <algorithm>
-#include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "base/sha256.h"
 #include "cli/exit_status.h"
-#include "engine/local_backend.h"
-#include "engine/model_loader.h"
-#include "engine/ops/dispatch.h"
-#include "engine/ops/thread_pool.h"
-#include "engine/stage.h"
-#include "runtime/local_run.h"
-#include "runtime/timed_backend.h"
 
 namespace lockstep::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-struct Figures {
-  double ttft_s = 0, load_s = 0, decode_tok_s = 0, prefill_tok_s = 0, prefill_median_tok_s = 0;
-  double solo_tok_s = 0;  // the same sessions decoded one by one, interleaved
-  double batched_tok_s = 0, stream_read_gb_s = 0, stream_triad_gb_s = 0;
-  bool batched_equals_solo = true;
-  size_t weight_bytes = 0;
-  size_t peak_rss = 0;        // before the stream buffers exist
-  double decode_cpu_share = 0;  // process CPU time / (wall * threads) while decoding
-  double ttft_cpu_s = 0;        // process CPU time until the first token
-  double open_s = 0;            // OpenModelDir: artifact hashing (§2.1) and config
-};
-
-size_t PeakRssBytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<size_t>(u.ru_maxrss) * 1024;
-}
-
-// A deterministic prompt for session s.
-std::vector<uint32_t> Prompt(size_t len, size_t s, size_t vocab) {
-  std::vector<uint32_t> p(len);
-  for (size_t i = 0; i < len; ++i) p[i] = static_cast<uint32_t>((i * 7919 + s * 104729 + 13) % vocab);
-  return p;
-}
-
-// One greedy session on its own LocalBackend (cache reserved for the whole
-// decode) and the running digest of every step's logits bits.
-struct Session {
-  std::unique_ptr<LocalBackend> backend;
-  std::vector<float> hidden, logits;  // [1][hidden] for batched steps; [vocab]
-  std::vector<uint32_t> tokens;
-  Sha256Stream digest;
-};
-
-Session NewSession(const Stage& st, size_t prompt_len, size_t gen) {
-  Session s{std::make_unique<LocalBackend>(st, prompt_len + gen), {}, {}, {}, {}};
-  s.hidden.reserve(st.hidden());
-  s.logits.resize(st.vocab());
-  s.tokens.reserve(prompt_len + gen);
-  return s;
-}
-
-void Choose(Session& s, std::span<const float> logits) {
-  s.digest.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()),
-                                           logits.size() * sizeof(float)));
-  s.tokens.push_back(ops::ArgmaxFirst(logits.data(), logits.size()));
-}
-
-// The path every decode takes: LocalBackend::Feed.
-Status Step(Session& s, std::span<const uint32_t> feed) {
-  LOCKSTEP_RETURN_IF_ERROR(s.backend->Feed(feed, &s.logits));
-  Choose(s, s.logits);
-  return Status::Ok();
-}
-
-// One decode step of every session as one batch (ForwardBatch +
-// LogitsBatch), each session feeding its last token.
-struct Batch {
-  ForwardScratch scratch;
-  std::vector<Stage::BatchItem> items;
-  std::vector<float> last, logits;  // [S][hidden], [S][vocab]
-};
-
-Status BatchedStep(const Stage& st, std::vector<Session>& ss, Batch& b) {
-  const size_t S = ss.size(), h = st.hidden(), vocab = st.vocab();
-  for (size_t i = 0; i < S; ++i) {
-    LOCKSTEP_RETURN_IF_ERROR(st.Embed(std::span(&ss[i].tokens.back(), 1), &ss[i].hidden));
-    KvCache& cache = ss[i].backend->cache();
-    b.items[i] = {ss[i].hidden, static_cast<int64_t>(cache.size()), &cache};
-  }
-  LOCKSTEP_RETURN_IF_ERROR(st.ForwardBatch(b.items, b.scratch));
-  for (size_t i = 0; i < S; ++i) std::copy_n(ss[i].hidden.begin(), h, b.last.begin() + static_cast<ptrdiff_t>(i * h));
-  st.LogitsBatch(b.last, b.logits, b.scratch);
-  for (size_t i = 0; i < S; ++i) Choose(ss[i], std::span<const float>(b.logits).subspan(i * vocab, vocab));
-  return Status::Ok();
-}
-
-// STREAM-style bandwidth over buffers far larger than the caches, split
-// across the pool: read (xor of 64-bit words) and triad a = b + s*c
-// (3 arrays counted, as STREAM does). Best of `repeats`, in GB/s.
-void MeasureStream(ops::ThreadPool* pool, size_t repeats, Figures* f) {
-  const size_t n = size_t{32} << 20;  // floats per array: 128 MB each
-  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.5f);
-  const size_t chunk = size_t{1} << 18;
-  std::vector<uint64_t> sink((n + chunk - 1) / chunk);
-  for (size_t r = 0; r < repeats; ++r) {
-    auto t0 = Clock::now();
-    ops::ForEachChunk(pool, n, chunk, [&](size_t lo, size_t hi, size_t) {
-      const uint64_t* w = reinterpret_cast<const uint64_t*>(b.data() + lo);
-      uint64_t x0 = 0, x1 = 0, x2 = 0, x3 = 0;
-      for (size_t i = 0; i + 4 <= (hi - lo) / 2; i += 4) {
-        x0 ^= w[i], x1 ^= w[i + 1], x2 ^= w[i + 2], x3 ^= w[i + 3];
-      }
-      sink[lo / chunk] = x0 ^ x1 ^ x2 ^ x3;
-    });
-    f->stream_read_gb_s = std::max(f->stream_read_gb_s, n * 4.0 / Since(t0) / 1e9);
-    t0 = Clock::now();
-    ops::ForEachChunk(pool, n, chunk, [&](size_t lo, size_t hi, size_t) {
-      for (size_t i = lo; i < hi; ++i) a[i] = b[i] + 3.0f * c[i];
-    });
-    f->stream_triad_gb_s = std::max(f->stream_triad_gb_s, n * 12.0 / Since(t0) / 1e9);
-  }
-  if (sink[0] == 1 && a[0] == 0.0f) std::cerr << "";  // keep the reads
-}
-
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-Status MeasurePrefill(const Stage& st, const BenchOptions& o, Figures* f) {
-  std::vector<double> rates;
-  const std::vector<uint32_t> prompt = Prompt(o.prompt_len, 99, st.vocab());
-  for (size_t r = 0; r < std::max<size_t>(o.repeats, 1); ++r) {
-    Session s = NewSession(st, o.prompt_len, 1);
-    const auto t0 = Clock::now();
-    LOCKSTEP_RETURN_IF_ERROR(Step(s, prompt));
-    rates.push_back(static_cast<double>(o.prompt_len) / Since(t0));
-  }
-  f->prefill_tok_s = *std::max_element(rates.begin(), rates.end());
-  f->prefill_median_tok_s = Median(rates);
-  return Status::Ok();
-}
-
-// S sessions decoded as one batch, interleaved step by step with the same
-// S sessions decoded solo (so both see the same machine load); every
-// batched session's tokens and logits digest must equal its solo twin's.
-Status MeasureBatched(const Stage& st, const BenchOptions& o, Figures* f) {
-  const size_t S = o.sessions, len = o.decode_prompt_len;
-  std::vector<Session> batched, solo;
-  for (size_t i = 0; i < S; ++i) {
-    batched.push_back(NewSession(st, len, o.gen));
-    solo.push_back(NewSession(st, len, o.gen));
-    LOCKSTEP_RETURN_IF_ERROR(Step(batched[i], Prompt(len, i, st.vocab())));
-    LOCKSTEP_RETURN_IF_ERROR(Step(solo[i], Prompt(len, i, st.vocab())));
-  }
-  Batch b{st.NewScratch(S, len + o.gen), std::vector<Stage::BatchItem>(S),
-          std::vector<float>(S * st.hidden()), std::vector<float>(S * st.vocab())};
-  double t_batch = 0, t_solo = 0;
-  for (size_t step = 1; step < o.gen; ++step) {
-    auto t0 = Clock::now();
-    LOCKSTEP_RETURN_IF_ERROR(BatchedStep(st, batched, b));
-    t_batch += Since(t0);
-    t0 = Clock::now();
-    for (Session& s : solo) LOCKSTEP_RETURN_IF_ERROR(Step(s, std::span(&s.tokens.back(), 1)));
-    t_solo += Since(t0);
-  }
-  f->batched_tok_s = static_cast<double>(S * (o.gen - 1)) / t_batch;
-  f->solo_tok_s = static_cast<double>(S * (o.gen - 1)) / t_solo;
-  for (size_t i = 0; i < S; ++i) {
-    if (batched[i].tokens != solo[i].tokens ||
-        batched[i].digest.Finalize() != solo[i].digest.Finalize()) {
-      f->batched_equals_solo = false;
-    }
-  }
-  return Status::Ok();
-}
-
-// The decode is timed as `lockstep run` times it: RunDecode on a
-// LocalBackend through runtime::DecodeOnStage (one run, no §12.4 twin).
-Status MeasureDecode(const Stage& st, const WitnessSeed& seed, const BenchOptions& o,
-                     Clock::time_point t0, Figures* f) {
-  DecodeRequest req;
-  req.prompt = Prompt(o.decode_prompt_len, 0, st.vocab());
-  req.gen = static_cast<uint32_t>(o.gen);
-  LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult run,
-                            runtime::DecodeOnStage(st, seed, req, std::nullopt, 1));
-  const double cpu_end = runtime::ProcessCpuSeconds();
-  const double wall = std::chrono::duration<double>(Clock::now() - run.first_token).count();
-  f->ttft_s = std::chrono::duration<double>(run.first_token - t0).count();
-  f->ttft_cpu_s = run.first_token_cpu_s;
-  f->decode_tok_s = run.decode_ms_per_token > 0 ? 1000.0 / run.decode_ms_per_token : 0;
-  f->decode_cpu_share = (cpu_end - run.first_token_cpu_s) / (wall * static_cast<double>(o.threads));
-  return Status::Ok();
-}
-
-Status RunBench(const BenchOptions& o, Figures* f) {
-  if (o.gen < 2 || o.decode_prompt_len == 0 || o.prompt_len == 0 || o.sessions == 0) {
-    return InvalidError("need --gen >= 2, --prompt-len >= 1, --sessions >= 1");
-  }
-  const auto t0 = Clock::now();  // time to first token: open, hash, load, prefill
-  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, ModelPins{}));
-  f->open_s = Since(t0);
-  const WeightFormat fmt = o.weights == "f32" ? WeightFormat::kPackedF32 : WeightFormat::kPackedBf16;
-  const StageSpec all{0, model.config.num_layers, true, true};
-  LOCKSTEP_ASSIGN_OR_RETURN(LoadedStage stage, LoadStage(model, all, {o.isa, o.threads, fmt}));
-  f->load_s = Since(t0);
-  LOCKSTEP_RETURN_IF_ERROR(MeasureDecode(*stage, model.Seed(), o, t0, f));
-  f->weight_bytes = stage->weight_bytes_per_token();
-  LOCKSTEP_RETURN_IF_ERROR(MeasurePrefill(*stage, o, f));
-  if (o.sessions > 1) LOCKSTEP_RETURN_IF_ERROR(MeasureBatched(*stage, o, f));
-  f->peak_rss = PeakRssBytes();
-  MeasureStream(stage.pool.get(), o.repeats, f);
-  return Status::Ok();
-}
-
-nlohmann::json ToJson(const BenchOptions& o, const Figures& f) {
+nlohmann::json ToJson(const BenchOptions& options, const runtime::BenchFigures& f) {
+  const runtime::BenchOptions& o = options.bench;
   const double achieved = f.weight_bytes * f.decode_tok_s / 1e9;
-  nlohmann::json j = {{"isa", ops::KernelsByName(o.isa)->name}, {"threads", o.threads},
-                      {"sessions", o.sessions}, {"weights", o.weights},
+  nlohmann::json j = {{"isa", f.isa}, {"threads", o.compute.threads},
+                      {"sessions", o.sessions}, {"weights", options.weights},
                       {"decode_prompt_len", o.decode_prompt_len}, {"gen", o.gen},
                       {"prompt_len", o.prompt_len}, {"decode_tok_s", f.decode_tok_s},
                       {"prefill_tok_s", f.prefill_tok_s}, {"prefill_median_tok_s", f.prefill_median_tok_s},
@@ -252,32 +38,35 @@ void PrintHuman(const nlohmann::json& j) {
 
 }  // namespace
 
-CLI::App* AddBenchCommand(CLI::App& app, BenchOptions& o) {
+CLI::App* AddBenchCommand(CLI::App& app, BenchOptions& options) {
+  runtime::BenchOptions& o = options.bench;
   CLI::App* b = app.add_subcommand("bench", "Throughput, latency and bandwidth on a model folder");
   b->add_option("--model", o.model_dir, "Model folder")->required();
-  b->add_option("--threads", o.threads, "Threads (including the caller)")->default_val(2);
+  b->add_option("--threads", o.compute.threads, "Threads (including the caller)")->default_val(2);
   b->add_option("--sessions", o.sessions, "Concurrent sessions decoded as one batch")->default_val(1);
-  b->add_option("--isa", o.isa, "scalar|avx2|avx512|neon|auto")->default_val("auto");
-  b->add_option("--weights", o.weights, "bf16 (resident) | f32 (widened at load)")->default_val("bf16")
+  b->add_option("--isa", o.compute.isa, "scalar|avx2|avx512|neon|auto")->default_val("auto");
+  b->add_option("--weights", options.weights, "bf16 (resident) | f32 (widened at load)")->default_val("bf16")
       ->check(CLI::IsMember({"bf16", "f32"}));
   b->add_option("--prompt-len", o.prompt_len, "Prefill length measured")->default_val(128);
   b->add_option("--decode-prompt-len", o.decode_prompt_len, "Prompt before the decode run")->default_val(4);
   b->add_option("--gen", o.gen, "Tokens generated per session")->default_val(128);
   b->add_option("--repeats", o.repeats, "Prefill/stream repetitions (best reported)")->default_val(3);
-  b->add_flag("--json", o.json, "Print one JSON object");
+  b->add_flag("--json", options.json, "Print one JSON object");
   return b;
 }
 
-int RunBenchCommand(const BenchOptions& o) {
-  Figures f;
-  if (Status st = RunBench(o, &f); !st.ok()) return ExitStatus("bench", st);
+int RunBenchCommand(BenchOptions& o) {
+  o.bench.compute.weights = o.weights == "f32" ? WeightFormat::kPackedF32 : WeightFormat::kPackedBf16;
+  Result<runtime::BenchFigures> figures = runtime::RunBench(o.bench);
+  if (!figures.ok()) return ExitStatus("bench", figures.status());
+  const runtime::BenchFigures& f = *figures;
   const nlohmann::json j = ToJson(o, f);
   if (o.json) {
     std::cout << j.dump() << "\n";
   } else {
     PrintHuman(j);
   }
-  if (o.sessions > 1 && !f.batched_equals_solo) {
+  if (o.bench.sessions > 1 && !f.batched_equals_solo) {
     return ExitStatus("bench", MismatchError("a batched session's digest differs from its solo run"));
   }
   return 0;

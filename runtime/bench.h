@@ -1,0 +1,45 @@
+// The measurements of `lockstep bench` on a model folder, figures only
+// (printing is the caller's): time to first token (open + hash, load,
+// prefill), decode throughput timed on the path `lockstep run` times
+// (DecodeOnStage: RunDecode on a LocalBackend through a TimedBackend),
+// prefill throughput, weight bytes per token, and with sessions > 1 the
+// same S sessions decoded as one batch and one by one, interleaved, each
+// batched session checked bit-equal to its solo twin; a STREAM-style
+// memory bandwidth measured in the same process.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "base/status.h"
+#include "engine/model_loader.h"
+
+namespace lockstep::runtime {
+
+struct BenchOptions {
+  std::string model_dir;
+  ComputeOptions compute{"auto", 2, WeightFormat::kPackedBf16};
+  size_t sessions = 1;           // > 1: also the batched measurement
+  size_t prompt_len = 128;       // prefill measurement
+  size_t decode_prompt_len = 4;  // decode measurement's prompt
+  size_t gen = 128;              // tokens per session, >= 2
+  size_t repeats = 3;            // prefill and stream: best of N
+};
+
+struct BenchFigures {
+  std::string isa;  // the kernels that ran
+  double ttft_s = 0, load_s = 0, decode_tok_s = 0, prefill_tok_s = 0, prefill_median_tok_s = 0;
+  double solo_tok_s = 0;  // the same sessions decoded one by one, interleaved
+  double batched_tok_s = 0, stream_read_gb_s = 0, stream_triad_gb_s = 0;
+  bool batched_equals_solo = true;
+  size_t weight_bytes = 0;
+  size_t peak_rss = 0;          // before the stream buffers exist
+  double decode_cpu_share = 0;  // process CPU time / (wall * threads) while decoding
+  double ttft_cpu_s = 0;        // process CPU time until the first token
+  double open_s = 0;            // OpenModelDir: artifact hashing (§2.1) and config
+};
+
+// Invalid for gen < 2 or a zero length/count, or options LoadStage refuses.
+Result<BenchFigures> RunBench(const BenchOptions& o);
+
+}  // namespace lockstep::runtime
