@@ -2,13 +2,10 @@
 
 #include <iostream>
 
-#include "base/limits.h"
 #include "cli/exit_status.h"
-#include "engine/model_loader.h"
-#include "runtime/cluster_run.h"
-#include "runtime/local_run.h"
 #include "keys/identity.h"
 #include "receipt/receipt.h"
+#include "runtime/recompute.h"
 
 namespace lockstep::cli {
 namespace {
@@ -21,69 +18,6 @@ Result<keys::Ed25519Public> TrustedKey(const std::string& trust) {
   }
   LOCKSTEP_ASSIGN_OR_RETURN(keys::PublicIdentity pub, keys::ReadPublicIdentity(trust));
   return pub.sign_public;
-}
-
-Status CheckSeed(const receipt::ParsedReceipt& r, const WitnessSeed& here) {
-  if (r.seed.table_digest != here.table_digest) {
-    return MismatchError("table_digest: receipt " + ToHex(r.seed.table_digest) + ", this build " +
-                         ToHex(here.table_digest));
-  }
-  if (r.seed.inv_freq_table_digest != here.inv_freq_table_digest) {
-    return MismatchError("inv_freq_table_digest: receipt " + ToHex(r.seed.inv_freq_table_digest) +
-                         ", this model and build " + ToHex(here.inv_freq_table_digest));
-  }
-  return Status::Ok();
-}
-
-// Recomputes the receipt's decode; `where` says how, for the report.
-Result<DecodeResult> Recompute(const VerifyOptions& o, const receipt::ParsedReceipt& r,
-                               const ModelPins& pins, std::string* where) {
-  DecodeRequest req;
-  req.prompt = r.prompt;
-  req.gen = r.gen;
-  req.evictions = r.evictions;
-  req.sampling = r.sampling;
-  if (!o.config.empty()) {
-    LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(o.config));
-    cfg.pins = pins;
-    cfg.ship_logits = cfg.ship_logits || o.ship_logits;
-    zmq::context_t context(1);
-    LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg));
-    LOCKSTEP_RETURN_IF_ERROR(CheckSeed(r, coordinator->seed()));
-    req.max_positions = MaxPositions(Limits{}, coordinator->model_config().max_position_embeddings);
-    LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req).WithContext("receipt"));
-    LOCKSTEP_ASSIGN_OR_RETURN(runtime::ClusterRun run,
-                              runtime::RunOnCluster(*coordinator, req, r.window));
-    *where = "cluster " + o.config + " (plan " + coordinator->plan_text() + ")";
-    return run.result;
-  }
-  Result<OpenModel> opened = OpenModelDir(o.model_dir, pins);
-  if (!opened.ok()) {
-    const Status st = opened.status();
-    return st.kind() == ErrorKind::kMismatch
-               ? MismatchError("wrong model: " + o.model_dir + " is not the receipt's model (" +
-                               st.message() + ")")
-               : st;
-  }
-  OpenModel& model = opened.value();
-  LOCKSTEP_RETURN_IF_ERROR(CheckSeed(r, model.Seed()));
-  req.max_positions = MaxPositions(Limits{}, model.config.max_position_embeddings);
-  LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req).WithContext("receipt"));
-  if (o.workers > 0) {
-    runtime::LoopbackOptions lo;
-    lo.model_dir = o.model_dir;
-    lo.workers = o.workers;
-    lo.window = r.window;
-    lo.ship_logits = o.ship_logits;
-    LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr, runtime::RunOnLoopback(lo, model, pins, req));
-    *where = std::to_string(o.workers) + " loopback workers (plan " + lr.plan + ")";
-    return lr.run.result;
-  }
-  runtime::LocalRunOptions local;
-  local.window = r.window;
-  LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult mono, runtime::RunMonolithic(model, req, local));
-  *where = "monolithic";
-  return mono.result;
 }
 
 // Ok = verified; Mismatch = a difference (message says which); other = error.
@@ -106,8 +40,10 @@ Status Verify(const VerifyOptions& o) {
   pins.tokenizer = r.seed.tokenizer_sha256;
   pins.config = r.seed.config_sha256;
   pins.name = o.receipt_path;
-  std::string where;
-  LOCKSTEP_ASSIGN_OR_RETURN(DecodeResult again, Recompute(o, r, pins, &where));
+  const runtime::RecomputeOptions how{o.model_dir, o.workers, o.config, o.ship_logits};
+  LOCKSTEP_ASSIGN_OR_RETURN(runtime::Recomputed re, runtime::RecomputeReceipt(r, pins, how));
+  const std::string& where = re.where;
+  const DecodeResult& again = re.result;
   std::cout << "artifacts             = match the receipt\n"
             << "recomputed            = " << where << ", " << again.generated.size() << " steps\n";
   if (auto d = receipt::FirstDivergence(r, again)) return MismatchError(d->what);

@@ -1,0 +1,81 @@
+#include "runtime/recompute.h"
+
+#include <zmq.hpp>
+
+#include "base/limits.h"
+#include "coordinator/coordinator.h"
+#include "runtime/cluster_run.h"
+#include "runtime/local_run.h"
+
+namespace lockstep::runtime {
+namespace {
+
+Status CheckSeed(const receipt::ParsedReceipt& r, const WitnessSeed& here) {
+  if (r.seed.table_digest != here.table_digest) {
+    return MismatchError("table_digest: receipt " + ToHex(r.seed.table_digest) + ", this build " +
+                         ToHex(here.table_digest));
+  }
+  if (r.seed.inv_freq_table_digest != here.inv_freq_table_digest) {
+    return MismatchError("inv_freq_table_digest: receipt " + ToHex(r.seed.inv_freq_table_digest) +
+                         ", this model and build " + ToHex(here.inv_freq_table_digest));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const ModelPins& pins,
+                                    const RecomputeOptions& o) {
+  Recomputed out;
+  DecodeRequest req;
+  req.prompt = r.prompt;
+  req.gen = r.gen;
+  req.evictions = r.evictions;
+  req.sampling = r.sampling;
+  if (!o.config.empty()) {
+    LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(o.config));
+    cfg.pins = pins;
+    cfg.ship_logits = cfg.ship_logits || o.ship_logits;
+    zmq::context_t context(1);
+    LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg));
+    LOCKSTEP_RETURN_IF_ERROR(CheckSeed(r, coordinator->seed()));
+    req.max_positions = MaxPositions(Limits{}, coordinator->model_config().max_position_embeddings);
+    LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req).WithContext("receipt"));
+    LOCKSTEP_ASSIGN_OR_RETURN(ClusterRun run, RunOnCluster(*coordinator, req, r.window));
+    out.where = "cluster " + o.config + " (plan " + coordinator->plan_text() + ")";
+    out.result = std::move(run.result);
+    return out;
+  }
+  Result<OpenModel> opened = OpenModelDir(o.model_dir, pins);
+  if (!opened.ok()) {
+    const Status st = opened.status();
+    return st.kind() == ErrorKind::kMismatch
+               ? MismatchError("wrong model: " + o.model_dir + " is not the receipt's model (" +
+                               st.message() + ")")
+               : st;
+  }
+  OpenModel& model = opened.value();
+  LOCKSTEP_RETURN_IF_ERROR(CheckSeed(r, model.Seed()));
+  req.max_positions = MaxPositions(Limits{}, model.config.max_position_embeddings);
+  LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req).WithContext("receipt"));
+  if (o.workers > 0) {
+    LoopbackOptions lo;
+    lo.model_dir = o.model_dir;
+    lo.workers = o.workers;
+    lo.window = r.window;
+    lo.ship_logits = o.ship_logits;
+    LOCKSTEP_ASSIGN_OR_RETURN(LoopbackRun lr, RunOnLoopback(lo, model, pins, req));
+    out.where = std::to_string(o.workers) + " loopback workers (plan " + lr.plan + ")";
+    out.result = std::move(lr.run.result);
+    return out;
+  }
+  LocalRunOptions local;
+  local.window = r.window;
+  local.runs = 1;
+  LOCKSTEP_ASSIGN_OR_RETURN(TimedResult mono, RunMonolithic(model, req, local));
+  out.where = "monolithic";
+  out.result = std::move(mono.result);
+  return out;
+}
+
+}  // namespace lockstep::runtime
