@@ -404,7 +404,7 @@ void Coordinator::Tick(Clock::time_point now) {
     }
     it->second.promise->set_value(TimeoutError(
         "session " + std::to_string(it->first) + " step " + std::to_string(it->second.step) +
-        ": no logits from the pipeline " + plan_text() + " within " +
+        ": no answer from the pipeline " + plan_text() + " within " +
         Ms(config_.request_timeout)));
     it = pending_.erase(it);
   }

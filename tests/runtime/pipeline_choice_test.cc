@@ -122,6 +122,21 @@ TEST_F(PipelineChoice, StepsMustUseTheSessionsSampling) {
   EXPECT_EQ((*c)->OpenSession(std::nullopt, bad).status().kind(), ErrorKind::kInvalid);
 }
 
+TEST(PipelineChoiceConfig, ShipLogitsIsABooleanKey) {
+  const char* base = R"({"model": "/m", "workers": ["inproc://a"], "plan": "auto")";
+  auto off = ParseClusterConfig(std::string(base) + "}", "c.json");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->ship_logits);
+  auto on = ParseClusterConfig(std::string(base) + R"(, "ship_logits": true})", "c.json");
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_TRUE(on->ship_logits);
+  auto bad = ParseClusterConfig(std::string(base) + R"(, "ship_logits": "yes"})", "c.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().kind(), ErrorKind::kInvalid);
+  EXPECT_NE(bad.status().message().find("ship_logits"), std::string::npos)
+      << bad.status().message();
+}
+
 // The last worker's answers to the coordinator pass through `mutate`.
 class HostileLastStage : public PipelineChoice {
  protected:
