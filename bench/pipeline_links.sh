@@ -8,7 +8,8 @@
 # concurrent session's digests equal its solo run. Needs root (netns).
 #
 #   bench/pipeline_links.sh [--build DIR] [--model DIR] [--rates "unlimited 1gbit 100mbit"]
-#                           [--sessions 1,3,6] [--gen 32] [--workers 3] [--ship-logits]
+#                           [--sessions 1,3,6] [--gen 32] [--repeats 2] [--workers 3]
+#                           [--ship-logits]
 #
 # Default model: SmolLM2-135M's shape with seeded weights (made once into
 # a temporary folder). docs/performance.md has a table and what bounds it.
@@ -19,6 +20,7 @@ MODEL=""
 RATES="unlimited 1gbit 100mbit"
 SESSIONS=1,3,6
 GEN=32
+REPEATS=2
 WORKERS=3
 SHIP=()
 while [ $# -gt 0 ]; do
@@ -28,9 +30,10 @@ while [ $# -gt 0 ]; do
     --rates) RATES=$2; shift 2 ;;
     --sessions) SESSIONS=$2; shift 2 ;;
     --gen) GEN=$2; shift 2 ;;
+    --repeats) REPEATS=$2; shift 2 ;;
     --workers) WORKERS=$2; shift 2 ;;
     --ship-logits) SHIP=(--ship-logits); shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "pipeline_links.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -50,5 +53,5 @@ echo "model $MODEL, $WORKERS worker namespaces, sessions $SESSIONS, gen $GEN, $(
 for rate in $RATES; do
   bash "$ROOT/scripts/netns-cluster.sh" --bin "$BIN" --workers "$WORKERS" --model "$MODEL" \
     --link-rate "$rate" "${SHIP[@]}" --timeout 900 --quiet --run-in-coordinator \
-    "'$BENCH' --config \"\$LOCKSTEP_CLUSTER_CONFIG\" --label $rate --sessions $SESSIONS --gen $GEN"
+    "'$BENCH' --config \"\$LOCKSTEP_CLUSTER_CONFIG\" --label $rate --sessions $SESSIONS --gen $GEN --repeats $REPEATS"
 done
