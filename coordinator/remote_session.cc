@@ -85,7 +85,8 @@ Result<StepOutcome> RemoteSession::FeedAndChoose(std::span<const uint32_t> token
   auto* got = std::get_if<wire::StepResult>(&reply);
   if (got == nullptr) {
     return CorruptError("session " + std::to_string(id_) +
-                        ": the last stage sent logits where a step result was asked for");
+                        ": the last stage sent logits where a step result was asked for "
+                        "(a worker older than the chain handoff? --ship-logits works with it)");
   }
   LOCKSTEP_RETURN_IF_ERROR(CheckVocab("token", got->token));
   LOCKSTEP_ASSIGN_OR_RETURN(*ctx.chain, WitnessChain::Resume(got->chain_state));
