@@ -1,9 +1,9 @@
 // lockstep: bit-exact CIS-2 decode, monolithic or split across workers.
 #include <CLI/CLI.hpp>
-#include <iostream>
 
 #include "cli/bench_command.h"
 #include "cli/coordinator_command.h"
+#include "cli/exit_status.h"
 #include "cli/keygen_command.h"
 #include "cli/make_model_command.h"
 #include "cli/run_command.h"
@@ -38,8 +38,7 @@ int main(int argc, char** argv) {
 
   // §1.3: before any decode arithmetic, in this (the computing) thread.
   if (const Status pin = ops::PinFpEnvironment(); !pin.ok() && !selftest->parsed()) {
-    std::cerr << "lockstep: " << pin.ToString() << "\n";
-    return 1;
+    return cli::ExitStatus(app.get_subcommands().front()->get_name(), pin);
   }
   if (run->parsed()) return cli::RunRunCommand(run_opts);
   if (selftest->parsed()) return cli::RunSelftestCommand();
