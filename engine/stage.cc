@@ -100,9 +100,11 @@ void Stage::Reserve(ForwardScratch& s, size_t n, size_t max_keys) const {
   Fit(s.gate, n * inter);
   Fit(s.up, n * inter);
   Fit(s.batch, n * h);
-  if (max_keys > s.max_keys) {
-    s.max_keys = max_keys;
-    s.scores.assign(threads() * max_keys, 0.0f);
+  const size_t stride = (max_keys + ops::kKvTile - 1) / ops::kKvTile * ops::kKvTile;
+  if (stride > s.key_stride) {  // AttendAll's rows: see AttendRows and AttendSplit
+    const size_t group = static_cast<size_t>(config_.num_heads / config_.num_kv_heads);
+    s.key_stride = stride;
+    s.scores.assign(2 * threads() * group * stride, 0.0f);
   }
 }
 
@@ -239,35 +241,100 @@ void Stage::Attention(int layer, const LayerWeights& w, size_t n, ForwardScratch
     const ForwardScratch::Row& r = s.rows[i];
     std::span<const float> cos_v(s.rope.data() + i * 2 * half, half);
     std::span<const float> sin_v(s.rope.data() + i * 2 * half + half, half);
-    const float* k = s.k.data() + i * kvw;
+    float* k = s.k.data() + i * kvw;
     std::memcpy(r.cache->kraw_row(layer, r.entry), k, kvw * sizeof(float));
-    std::memcpy(r.cache->v_row(layer, r.entry), s.v.data() + i * kvw, kvw * sizeof(float));
+    r.cache->SetV(layer, r.entry, s.v.data() + i * kvw);
     ops::RotateHalf(std::span<float>(s.q.data() + i * qw, qw), hd, cos_v, sin_v);
-    ops::RotateHalfFrom(std::span<const float>(k, kvw),
-                        std::span<float>(r.cache->k_row(layer, r.entry), kvw), hd, cos_v, sin_v);
+    ops::RotateHalf(std::span<float>(k, kvw), hd, cos_v, sin_v);
+    r.cache->SetK(layer, r.entry, k);
   }
   AttendAll(layer, n, s);
   MatMul({{&w.o_proj.packed, s.mixed.data(), s.attn.data()}}, n);  // §9.5
 }
 
-// §9.2-9.4 for every (row, query head), split across the pool. A row's
-// keys are its cache's entries up to its own (earlier rows of the same call
-// were written above), windowed per layer; GQA kv_head = qh / group.
+// §9.2-9.4 for every (row, query head). A row's keys are its cache's
+// entries up to its own (earlier rows of the same call were written
+// above), windowed per layer; the `group` query heads of a kv head
+// (GQA: kv_head = qh / group) share every load of its K and V.
+// Few rows (decode) cannot keep the pool busy with one item per
+// (row, kv head), so their keys and head dims are split instead.
 void Stage::AttendAll(int layer, size_t n, ForwardScratch& s) const {
-  const size_t hd = static_cast<size_t>(config_.head_dim);
+  if (n * static_cast<size_t>(config_.num_kv_heads) < 2 * threads()) {
+    AttendSplit(layer, n, s);
+  } else {
+    AttendRows(layer, n, s);
+  }
+}
+
+// One item per (row, kv head): scores, softmax and mix in the thread's
+// own `group` rows of s.scores.
+void Stage::AttendRows(int layer, size_t n, ForwardScratch& s) const {
+  const size_t hd = static_cast<size_t>(config_.head_dim), T = ops::kKvTile;
   const size_t heads = static_cast<size_t>(config_.num_heads);
-  const size_t group = heads / static_cast<size_t>(config_.num_kv_heads);
-  ops::ForEachChunk(pool_, n * heads, 1, [&](size_t b, size_t e, size_t thread) {
-    float* scores = s.scores.data() + thread * s.max_keys;
+  const size_t kvh = static_cast<size_t>(config_.num_kv_heads), group = heads / kvh;
+  const size_t ss = s.key_stride;
+  ops::ForEachChunk(pool_, n * kvh, 1, [&](size_t b, size_t e, size_t thread) {
+    float* p = s.scores.data() + thread * group * ss;
     for (size_t item = b; item < e; ++item) {
-      const size_t i = item / heads, qh = item % heads;
+      const size_t i = item / kvh, h = item % kvh;
       const ForwardScratch::Row& r = s.rows[i];
-      const size_t kvw = r.cache->kv_width(), off = (qh / group) * hd;
-      const size_t lo = r.cache->FirstVisible(layer, r.pos, r.entry + 1);
-      kernels_.attend_head(s.q.data() + i * heads * hd + qh * hd,
-                           r.cache->k_data(layer) + lo * kvw + off,
-                           r.cache->v_data(layer) + lo * kvw + off, kvw, r.entry + 1 - lo, hd,
-                           attn_scale_, scores, s.mixed.data() + i * heads * hd + qh * hd);
+      const size_t end = r.entry + 1, lo = r.cache->FirstVisible(layer, r.pos, end);
+      const size_t at = i * heads * hd + h * group * hd;  // the group's q and output
+      kernels_.attend_scores(s.q.data() + at, group, r.cache->k_tiles(layer, h), lo / T,
+                             (end + T - 1) / T, hd, attn_scale_, p, ss);
+      for (size_t g = 0; g < group; ++g) kernels_.softmax(p + g * ss + lo, end - lo);
+      kernels_.attend_mix(p, group, ss, r.cache->v_rows(layer, h), lo, end, hd, 0, hd,
+                          s.mixed.data() + at);
+    }
+  });
+}
+
+// n * kv_heads < 2 * threads: three passes over s.scores rows [n][heads]
+// — scores by chunks of K tiles, softmax by head, mix by blocks of head
+// dims. Every value is still computed whole by one thread.
+void Stage::AttendSplit(int layer, size_t n, ForwardScratch& s) const {
+  constexpr size_t kChunkTiles = 8, kMixDims = 32;
+  const size_t hd = static_cast<size_t>(config_.head_dim), T = ops::kKvTile;
+  const size_t heads = static_cast<size_t>(config_.num_heads);
+  const size_t kvh = static_cast<size_t>(config_.num_kv_heads), group = heads / kvh;
+  const size_t ss = s.key_stride;
+  auto visible = [&](size_t i, size_t* lo, size_t* end) {
+    const ForwardScratch::Row& r = s.rows[i];
+    *end = r.entry + 1;
+    *lo = r.cache->FirstVisible(layer, r.pos, *end);
+  };
+  size_t last = 0;  // the longest row's last entry
+  for (size_t i = 0; i < n; ++i) last = std::max(last, s.rows[i].entry);
+  const size_t chunks = (last / T + kChunkTiles) / kChunkTiles;
+  ops::ForEachChunk(pool_, n * kvh * chunks, 1, [&](size_t b, size_t e, size_t) {  // §9.2
+    for (size_t item = b; item < e; ++item) {
+      const size_t i = item / (kvh * chunks), h = item / chunks % kvh, c = item % chunks;
+      size_t lo, end;
+      visible(i, &lo, &end);
+      const size_t t0 = std::max(lo / T, c * kChunkTiles);
+      const size_t t1 = std::min((end + T - 1) / T, (c + 1) * kChunkTiles);
+      if (t0 >= t1) continue;
+      const size_t at = (i * heads + h * group);
+      kernels_.attend_scores(s.q.data() + at * hd, group, s.rows[i].cache->k_tiles(layer, h), t0,
+                             t1, hd, attn_scale_, s.scores.data() + at * ss, ss);
+    }
+  });
+  ops::ForEachChunk(pool_, n * heads, 1, [&](size_t b, size_t e, size_t) {  // §9.3
+    for (size_t item = b; item < e; ++item) {
+      size_t lo, end;
+      visible(item / heads, &lo, &end);
+      kernels_.softmax(s.scores.data() + item * ss + lo, end - lo);
+    }
+  });
+  const size_t blocks = (hd + kMixDims - 1) / kMixDims;
+  ops::ForEachChunk(pool_, n * kvh * blocks, 1, [&](size_t b, size_t e, size_t) {  // §9.4
+    for (size_t item = b; item < e; ++item) {
+      const size_t i = item / (kvh * blocks), h = item / blocks % kvh, d0 = item % blocks * kMixDims;
+      size_t lo, end;
+      visible(i, &lo, &end);
+      const size_t at = (i * heads + h * group);
+      kernels_.attend_mix(s.scores.data() + at * ss, group, ss, s.rows[i].cache->v_rows(layer, h),
+                          lo, end, hd, d0, std::min(d0 + kMixDims, hd), s.mixed.data() + at * hd);
     }
   });
 }

@@ -56,8 +56,8 @@ class ForwardScratch {
   std::vector<float> gate;      // [n][intermediate]
   std::vector<float> up;        // [n][intermediate]
   std::vector<float> batch;     // [n][hidden], ForwardBatch's gathered rows
-  std::vector<float> scores;    // [threads][max_keys]
-  size_t max_keys = 0;
+  std::vector<float> scores;    // [2*threads*group][key_stride], attention probabilities
+  size_t key_stride = 0;        // max_keys rounded up to whole K tiles
 };
 
 class Stage {
@@ -129,6 +129,8 @@ class Stage {
   void Layer(int layer, float* hidden, size_t n, ForwardScratch& s) const;
   void Attention(int layer, const LayerWeights& w, size_t n, ForwardScratch& s) const;
   void AttendAll(int layer, size_t n, ForwardScratch& s) const;
+  void AttendRows(int layer, size_t n, ForwardScratch& s) const;
+  void AttendSplit(int layer, size_t n, ForwardScratch& s) const;
   void Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& s) const;
   void Reserve(ForwardScratch& s, size_t n, size_t max_keys) const;
 

@@ -40,12 +40,16 @@ void BM_MatmulPacked(benchmark::State& state, const Kernels* k) {
                                                benchmark::Counter::kIsRate);
 }
 
-// args: n_keys, head_dim 64, stride 192 (SmolLM2's kv width)
-void BM_AttendHead(benchmark::State& state, const Kernels* k) {
-  const size_t n_keys = static_cast<size_t>(state.range(0)), hd = 64, stride = 192;
-  std::vector<float> q(hd, 0.1f), kv(n_keys * stride, 0.2f), scores(n_keys), out(hd);
+// args: n_keys; one kv head of SmolLM2 (head_dim 64) and its 3 query heads.
+void BM_Attend(benchmark::State& state, const Kernels* k) {
+  const size_t n_keys = static_cast<size_t>(state.range(0)), hd = 64, g = 3;
+  const size_t tiles = (n_keys + kKvTile - 1) / kKvTile, ss = tiles * kKvTile;
+  std::vector<float> q(g * hd, 0.1f), kt(tiles * kKvTile * hd, 0.2f), v(ss * hd, 0.3f);
+  std::vector<float> p(g * ss), out(g * hd);
   for (auto _ : state) {
-    k->attend_head(q.data(), kv.data(), kv.data(), stride, n_keys, hd, 0.125f, scores.data(), out.data());
+    k->attend_scores(q.data(), g, kt.data(), 0, tiles, hd, 0.125f, p.data(), ss);
+    for (size_t h = 0; h < g; ++h) k->softmax(p.data() + h * ss, n_keys);
+    k->attend_mix(p.data(), g, ss, v.data(), 0, n_keys, hd, 0, hd, out.data());
     benchmark::DoNotOptimize(out.data());
   }
 }
@@ -59,7 +63,7 @@ void Register() {
           ->Args({49152, 576, 1, bf16})->Args({49152, 576, 8, bf16});
       if (isa != "scalar") m->Args({1536, 576, 8, bf16})->Args({1536, 576, 128, bf16});
     }
-    benchmark::RegisterBenchmark(("AttendHead/" + isa).c_str(), BM_AttendHead, k)->Arg(16)->Arg(132)->Arg(512);
+    benchmark::RegisterBenchmark(("Attend/" + isa).c_str(), BM_Attend, k)->Arg(16)->Arg(132)->Arg(512)->Arg(2048);
   }
 }
 

@@ -2,6 +2,7 @@
 // -ffp-contract=off, so every mul and add stays separate).
 #include <immintrin.h>
 
+#include "engine/ops/attention_impl.h"
 #include "engine/ops/kernels_isa.h"
 #include "engine/ops/panel_matmul_impl.h"
 
@@ -39,7 +40,9 @@ void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, s
 
 const Kernels& Avx2Kernels() {
   static const Kernels k{"avx2", &panel_impl::MatmulRowsT<Avx2>, &MatmulPacked,
-                         &panel_impl::AttendHeadT<Avx2>, &SiluMul};
+                         &attention_impl::AttendScoresT<Avx2, 2, 2>,
+                         &Avx2::Softmax, &attention_impl::AttendMixT<Avx2, 4, 2>,
+                         &SiluMul};
   return k;
 }
 

@@ -2,6 +2,7 @@
 // -mno-fma and -ffp-contract=off, so every mul and add stays separate).
 #include <immintrin.h>
 
+#include "engine/ops/attention_impl.h"
 #include "engine/ops/kernels_isa.h"
 #include "engine/ops/panel_matmul_impl.h"
 #include "engine/ops/pinned_math.h"
@@ -43,14 +44,31 @@ __m512 Exp16(__m512 x) {
   return _mm512_mask_mov_ps(out, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
-// SoftmaxSeq (§9.3): the max scan and the sum stay sequential (scalar);
-// the exp and the division are elementwise, 16 lanes at a time.
-void Softmax16(float* v, size_t n) {
-  if (n == 0) return;
+// SoftmaxSeq's max: v[0], then v[i] wherever v[i] > max (first occurrence).
+// Lanes keep `x > m ? x : m` (what max_ps computes), so the value is the
+// same; only the sign of a zero maximum can depend on the order, and then
+// the sequential scan decides it.
+float MaxFirst16(const float* v, size_t n) {
+  __m512 m = _mm512_set1_ps(v[0]);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(v + i), m);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, m);
   float max_v = v[0];
-  for (size_t i = 1; i < n; ++i) {
+  for (float x : lanes) max_v = x > max_v ? x : max_v;
+  for (; i < n; ++i) max_v = v[i] > max_v ? v[i] : max_v;
+  if (max_v != 0.0f) return max_v;
+  for (i = 1, max_v = v[0]; i < n; ++i) {
     if (v[i] > max_v) max_v = v[i];
   }
+  return max_v;
+}
+
+// SoftmaxSeq (§9.3): the sum stays sequential (scalar); the max, the exp
+// and the division run 16 lanes at a time.
+void Softmax16(float* v, size_t n) {
+  if (n == 0) return;
+  const float max_v = MaxFirst16(v, n);
   const __m512 vmax = _mm512_set1_ps(max_v);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, Exp16(_mm512_sub_ps(_mm512_loadu_ps(v + i), vmax)));
@@ -106,7 +124,9 @@ void SiluMul16(const float* gate, const float* up, size_t n, float* out) {
 
 const Kernels& Avx512Kernels() {
   static const Kernels k{"avx512", &panel_impl::MatmulRowsT<Avx512>, &MatmulPacked,
-                         &panel_impl::AttendHeadT<Avx512>, &SiluMul16};
+                         &attention_impl::AttendScoresT<Avx512, 4, 3>,
+                         &Avx512::Softmax, &attention_impl::AttendMixT<Avx512, 4, 3>,
+                         &SiluMul16};
   return k;
 }
 

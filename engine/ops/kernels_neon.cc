@@ -3,6 +3,7 @@
 // fmla), as the no-FMA test checks.
 #include <arm_neon.h>
 
+#include "engine/ops/attention_impl.h"
 #include "engine/ops/kernels_isa.h"
 #include "engine/ops/panel_matmul_impl.h"
 
@@ -39,7 +40,9 @@ void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, s
 
 const Kernels& NeonKernels() {
   static const Kernels k{"neon", &panel_impl::MatmulRowsT<Neon>, &MatmulPacked,
-                         &panel_impl::AttendHeadT<Neon>, &SiluMul};
+                         &attention_impl::AttendScoresT<Neon, 1, 3>,
+                         &Neon::Softmax, &attention_impl::AttendMixT<Neon, 4, 3>,
+                         &SiluMul};
   return k;
 }
 

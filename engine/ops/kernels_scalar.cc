@@ -86,6 +86,35 @@ void AttendHead(const float* q, const float* k, const float* v, size_t stride,
   }
 }
 
+void AttendScores(const float* q, size_t g, const float* k, size_t t0, size_t t1,
+                  size_t head_dim, float scale, float* scores, size_t ss) {
+  for (size_t h = 0; h < g; ++h) {
+    for (size_t key = t0 * kKvTile; key < t1 * kKvTile; ++key) {
+      const float* tile = k + (key / kKvTile) * head_dim * kKvTile + key % kKvTile;
+      float acc = 0.0f;
+      for (size_t d = 0; d < head_dim; ++d) {
+        const float p = q[h * head_dim + d] * tile[d * kKvTile];
+        acc = acc + p;
+      }
+      scores[h * ss + key] = acc * scale;
+    }
+  }
+}
+
+void AttendMix(const float* p, size_t g, size_t ps, const float* v, size_t lo, size_t end,
+               size_t head_dim, size_t d0, size_t d1, float* out) {
+  for (size_t h = 0; h < g; ++h) {
+    for (size_t d = d0; d < d1; ++d) {
+      float acc = 0.0f;
+      for (size_t j = lo; j < end; ++j) {
+        const float x = p[h * ps + j] * v[j * head_dim + d];
+        acc = acc + x;
+      }
+      out[h * head_dim + d] = acc;
+    }
+  }
+}
+
 namespace {
 
 void MatMulScalar(const float* w, size_t rows, size_t cols,
@@ -118,7 +147,8 @@ void MatmulPackedScalar(const PackedMatrix& w, size_t p0, size_t p1, const float
 }  // namespace
 
 const Kernels& ScalarKernels() {
-  static const Kernels k{"scalar", &MatMulScalar, &MatmulPackedScalar, &AttendHead, &SiluMul};
+  static const Kernels k{"scalar", &MatMulScalar, &MatmulPackedScalar, &AttendScores,
+                         &SoftmaxSeq, &AttendMix, &SiluMul};
   return k;
 }
 

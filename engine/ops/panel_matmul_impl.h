@@ -1,7 +1,7 @@
 // The panel matmul algorithm, written once over an ISA "traits" type I:
 //   I::V, I::kLanes, Zero(), Broadcast(f), Load(const float*),
 //   Load(const uint16_t*) (bf16 widened by the §4.1 shift), Add, Mul, Store,
-//   and for attention Indices/Gather and Softmax (SoftmaxSeq's bits).
+//   and for the row-major `matmul` slot Indices/Gather.
 // Each lane owns one row and sums it strictly in k order (mul, then add:
 // two roundings, §5.1); several panels/tokens are in flight to hide the add
 // latency. Included by the per-ISA translation units, whose traits types
@@ -172,42 +172,6 @@ void MatmulRowsT(const float* w, size_t rows, size_t cols, const float* x, size_
       I::Store(y + t * rows + r, acc);
     }
     for (; r < rows; ++r) y[t * rows + r] = DotSeq(w + r * cols, xt, cols);
-  }
-}
-
-// AttendHead with scores across key positions (lane = key) and the V-mix
-// across head dims (lane = dim); each value one sequential sum.
-template <class I>
-void AttendHeadT(const float* q, const float* k, const float* v, size_t stride, size_t n_keys,
-                 size_t head_dim, float scale, float* scores, float* out) {
-  constexpr size_t L = I::kLanes;
-  const auto idx = I::Indices(stride);
-  const typename I::V vscale = I::Broadcast(scale);
-  size_t j = 0;
-  for (; j + L <= n_keys; j += L) {  // §9.2
-    typename I::V acc = I::Zero();
-    for (size_t d = 0; d < head_dim; ++d) {
-      acc = I::Add(acc, I::Mul(I::Broadcast(q[d]), I::Gather(k + j * stride + d, idx)));
-    }
-    I::Store(scores + j, I::Mul(acc, vscale));
-  }
-  for (; j < n_keys; ++j) scores[j] = DotSeq(q, k + j * stride, head_dim) * scale;
-  I::Softmax(scores, n_keys);  // §9.3
-  size_t d = 0;
-  for (; d + L <= head_dim; d += L) {  // §9.4
-    typename I::V acc = I::Zero();
-    for (size_t jj = 0; jj < n_keys; ++jj) {
-      acc = I::Add(acc, I::Mul(I::Broadcast(scores[jj]), I::Load(v + jj * stride + d)));
-    }
-    I::Store(out + d, acc);
-  }
-  for (; d < head_dim; ++d) {
-    float acc = 0.0f;
-    for (size_t jj = 0; jj < n_keys; ++jj) {
-      const float p = scores[jj] * v[jj * stride + d];
-      acc = acc + p;
-    }
-    out[d] = acc;
   }
 }
 

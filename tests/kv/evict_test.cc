@@ -53,7 +53,7 @@ void ExpectSingleRotation(const TestModel& m, const KvCache& c) {
       RopeRow(c.kraw_data(l) + e * c.kv_width(), row.data(), c.kv_width(),
               static_cast<size_t>(m.open.config.head_dim), static_cast<int64_t>(e),
               m.stage->inv_freq());
-      ASSERT_TRUE(SameBits(row, std::span(c.k_data(l) + e * c.kv_width(), c.kv_width())))
+      ASSERT_TRUE(SameBits(row, KRow(c, l, e)))
           << "layer " << l << " entry " << e;
     }
   }
@@ -338,12 +338,13 @@ TEST(ComposedRotation, ReachesTheLogits) {
   ASSERT_TRUE(x.Evict(1, 4).ok());
   KvCache composed = x.cache().Clone();
   const size_t w = composed.kv_width();
-  std::vector<float> old_k(w);
+  std::vector<float> old_k(w), new_k(w);
   for (int l = 0; l < m->layers(); ++l)
     for (size_t e = 1; e < composed.size(); ++e) {  // entry e was at position e + 4
       const int64_t was = static_cast<int64_t>(e) + 4;
       RopeRow(composed.kraw_data(l) + e * w, old_k.data(), w, hd, was, m->stage->inv_freq());
-      RopeRow(old_k.data(), composed.k_row(l, e), w, hd, -4, m->stage->inv_freq());
+      RopeRow(old_k.data(), new_k.data(), w, hd, -4, m->stage->inv_freq());
+      composed.SetK(l, e, new_k.data());
     }
   const std::string diff = DescribeDiff(x.cache(), composed);
   ASSERT_NE(diff, "") << "composed rotation matched one rotation on every moved row";
@@ -361,10 +362,19 @@ TEST(EvictStorage, ReserveAndEvictKeepTheBuffers) {
   ASSERT_NE(m, nullptr);
   KvCache c = m->stage->NewCache();
   c.Reserve(16);
-  std::vector<const float*> before;
-  for (int l = 0; l < m->layers(); ++l) {
-    for (const float* p : {c.k_data(l), c.kraw_data(l), c.v_data(l)}) before.push_back(p);
-  }
+  const size_t heads = static_cast<size_t>(m->open.config.num_kv_heads);
+  auto buffers = [&] {
+    std::vector<const float*> out;
+    for (int l = 0; l < m->layers(); ++l) {
+      out.push_back(c.kraw_data(l));
+      for (size_t h = 0; h < heads; ++h) {
+        out.push_back(c.k_tiles(l, h));
+        out.push_back(c.v_rows(l, h));
+      }
+    }
+    return out;
+  };
+  const std::vector<const float*> before = buffers();
   std::vector<float> hidden;
   ForwardScratch scratch;
   const auto toks = Tokens(*m, 10, 18);
@@ -374,10 +384,7 @@ TEST(EvictStorage, ReserveAndEvictKeepTheBuffers) {
   ASSERT_TRUE(m->stage->Embed(std::span(toks).first(6), &hidden).ok());
   ASSERT_TRUE(m->stage->Forward(hidden, 5, c, scratch).ok());
   ASSERT_EQ(c.size(), 11u);
-  size_t i = 0;
-  for (int l = 0; l < m->layers(); ++l) {
-    for (const float* p : {c.k_data(l), c.kraw_data(l), c.v_data(l)}) EXPECT_EQ(p, before[i++]);
-  }
+  EXPECT_EQ(buffers(), before);
 }
 
 // Survivors are renumbered to their index even when the stored positions
@@ -403,8 +410,9 @@ TEST(EvictStorage, GappedPositionsAreRenumberedToIndices) {
     const size_t li = static_cast<size_t>(l);
     EXPECT_TRUE(SameBits(std::span(c.kraw_data(l), 4 * w), std::span(before.kraw[li]).first(4 * w)));
     RopeRow(c.kraw_data(l) + 3 * w, want.data(), w, hd, 3, m->stage->inv_freq());
-    EXPECT_TRUE(SameBits(want, std::span(c.k_data(l) + 3 * w, w))) << "layer " << l;
-    EXPECT_TRUE(SameBits(std::span(c.k_data(l), 3 * w), std::span(before.k[li]).first(3 * w)));
+    EXPECT_TRUE(SameBits(want, KRow(c, l, 3))) << "layer " << l;
+    const std::vector<float> k = KRows(c, l);
+    EXPECT_TRUE(SameBits(std::span(k).first(3 * w), std::span(before.k[li]).first(3 * w)));
   }
 }
 

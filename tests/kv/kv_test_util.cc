@@ -116,14 +116,32 @@ bool SameBits(std::span<const float> a, std::span<const float> b) {
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
+std::vector<float> KRows(const KvCache& c, int layer) {
+  std::vector<float> out(c.size() * c.kv_width());
+  for (size_t e = 0; e < c.size(); ++e) c.GetK(layer, e, out.data() + e * c.kv_width());
+  return out;
+}
+
+std::vector<float> VRows(const KvCache& c, int layer) {
+  std::vector<float> out(c.size() * c.kv_width());
+  for (size_t e = 0; e < c.size(); ++e) c.GetV(layer, e, out.data() + e * c.kv_width());
+  return out;
+}
+
+std::vector<float> KRow(const KvCache& c, int layer, size_t entry) {
+  std::vector<float> out(c.kv_width());
+  c.GetK(layer, entry, out.data());
+  return out;
+}
+
 CacheSnapshot Snapshot(const KvCache& c) {
   CacheSnapshot s;
   s.positions.assign(c.positions().begin(), c.positions().end());
   const size_t n = c.size() * c.kv_width();
   for (int l = c.lo(); l < c.hi(); ++l) {
-    s.k.emplace_back(c.k_data(l), c.k_data(l) + n);
+    s.k.push_back(KRows(c, l));
     s.kraw.emplace_back(c.kraw_data(l), c.kraw_data(l) + n);
-    s.v.emplace_back(c.v_data(l), c.v_data(l) + n);
+    s.v.push_back(VRows(c, l));
     s.windows.push_back(c.window(l));
   }
   return s;
@@ -149,19 +167,17 @@ std::string DescribeDiff(const KvCache& a, const KvCache& b, int lo, int hi) {
   }
   if (a.kv_width() != b.kv_width()) return "kv widths differ";
   const size_t w = a.kv_width(), n = a.size() * w;
-  struct Tensor {
-    const char* name;
-    const float* (KvCache::*data)(int) const;
+  auto kraw = [](const KvCache& c, int l) {
+    return std::vector<float>(c.kraw_data(l), c.kraw_data(l) + c.size() * c.kv_width());
   };
-  const Tensor tensors[] = {{"K", &KvCache::k_data}, {"Kraw", &KvCache::kraw_data},
-                            {"V", &KvCache::v_data}};
   for (int l = lo; l < hi; ++l) {
-    for (const Tensor& t : tensors) {
-      const float* x = (a.*t.data)(l);
-      const float* y = (b.*t.data)(l);
+    const std::pair<const char*, std::vector<float> (*)(const KvCache&, int)> tensors[] = {
+        {"K", &KRows}, {"Kraw", kraw}, {"V", &VRows}};
+    for (const auto& [name, rows] : tensors) {
+      const std::vector<float> x = rows(a, l), y = rows(b, l);
       for (size_t i = 0; i < n; ++i) {
         if (Bits(x[i]) == Bits(y[i])) continue;
-        return std::string(t.name) + " layer " + std::to_string(l) + " entry " +
+        return std::string(name) + " layer " + std::to_string(l) + " entry " +
                std::to_string(i / w) + " lane " + std::to_string(i % w) + ": " +
                std::to_string(x[i]) + " vs " + std::to_string(y[i]);
       }

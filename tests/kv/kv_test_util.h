@@ -54,6 +54,12 @@ inline uint32_t Bits(float f) {
 }
 bool SameBits(std::span<const float> a, std::span<const float> b);
 
+// Row-major copies [size][kv_width] of a layer's K or V (the tiles
+// unpacked through GetK/GetV), and one entry's K row.
+std::vector<float> KRows(const KvCache& c, int layer);
+std::vector<float> VRows(const KvCache& c, int layer);
+std::vector<float> KRow(const KvCache& c, int layer, size_t entry);
+
 // Raw copy of everything a cache holds, made through the row accessors
 // only (so it does not rely on Clone or BitEqual).
 struct CacheSnapshot {

@@ -61,10 +61,9 @@ TEST_P(LayoutTest, KIsOneRotationOfKrawAtTheStoredPosition) {
   for (int l = 0; l < m_->layers(); ++l)
     for (size_t e = 0; e < c.size(); ++e) {
       const float* kraw = c.kraw_data(l) + e * c.kv_width();
-      const float* k = c.k_data(l) + e * c.kv_width();
       RopeRow(kraw, row.data(), c.kv_width(), head_dim(), c.positions()[e],
               m_->stage->inv_freq());
-      ASSERT_TRUE(SameBits(row, std::span(k, c.kv_width()))) << "layer " << l << " entry " << e;
+      ASSERT_TRUE(SameBits(row, KRow(c, l, e))) << "layer " << l << " entry " << e;
       if (e > 0) {
     EXPECT_FALSE(SameBits(std::span(kraw, c.kv_width()), row)) << "entry " << e;
   }
@@ -77,11 +76,18 @@ TEST_P(LayoutTest, LayersAndTensorsDoNotAlias) {
   ASSERT_TRUE(b.Feed(Tokens(*m_, 5, 4), &logits).ok());
   const KvCache& c = b.cache();
   const size_t bytes = c.size() * c.kv_width() * sizeof(float);
+  const size_t heads = c.kv_width() / head_dim();
+  const size_t head_bytes = c.tiles() * ops::kKvTile * head_dim() * sizeof(float);
   std::vector<std::pair<const char*, const char*>> ranges;
+  auto add = [&](const float* p, size_t n) {
+    const char* s = reinterpret_cast<const char*>(p);
+    ranges.emplace_back(s, s + n);
+  };
   for (int l = 0; l < m_->layers(); ++l) {
-    for (const float* p : {c.k_data(l), c.kraw_data(l), c.v_data(l)}) {
-      const char* s = reinterpret_cast<const char*>(p);
-      ranges.emplace_back(s, s + bytes);
+    add(c.kraw_data(l), bytes);
+    for (size_t h = 0; h < heads; ++h) {
+      add(c.k_tiles(l, h), head_bytes);
+      add(c.v_rows(l, h), head_bytes);
     }
   }
   for (size_t i = 0; i < ranges.size(); ++i)
@@ -91,8 +97,8 @@ TEST_P(LayoutTest, LayersAndTensorsDoNotAlias) {
     }
   // Non-vacuous: each layer holds its own values.
   for (int l = 1; l < m_->layers(); ++l) {
-    EXPECT_FALSE(SameBits(std::span(c.k_data(0), bytes / 4), std::span(c.k_data(l), bytes / 4)));
-    EXPECT_FALSE(SameBits(std::span(c.v_data(0), bytes / 4), std::span(c.v_data(l), bytes / 4)));
+    EXPECT_FALSE(SameBits(KRows(c, 0), KRows(c, l)));
+    EXPECT_FALSE(SameBits(VRows(c, 0), VRows(c, l)));
   }
 }
 

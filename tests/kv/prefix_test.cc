@@ -87,14 +87,18 @@ TEST_P(PrefixTest, CloneIsIndependent) {
   EXPECT_TRUE(clone.BitEqual(b.cache()));
   EXPECT_TRUE(SameSnapshot(Snapshot(clone), original));
   for (int l = 0; l < m_->layers(); ++l) {
-    EXPECT_NE(clone.k_data(l), b.cache().k_data(l));
+    EXPECT_NE(clone.k_tiles(l, 0), b.cache().k_tiles(l, 0));
     EXPECT_NE(clone.kraw_data(l), b.cache().kraw_data(l));
-    EXPECT_NE(clone.v_data(l), b.cache().v_data(l));
+    EXPECT_NE(clone.v_rows(l, 0), b.cache().v_rows(l, 0));
   }
   // Mutate the clone every way the API allows; the original must not move.
-  clone.k_row(0, 1)[0] = 1234.5f;
+  std::vector<float> row = KRow(clone, 0, 1);
+  row[0] = 1234.5f;
+  clone.SetK(0, 1, row.data());
   clone.kraw_row(m_->layers() - 1, 2)[1] = -7.0f;
-  clone.v_row(0, 0)[2] = 3.0f;
+  clone.GetV(0, 0, row.data());
+  row[2] = 3.0f;
+  clone.SetV(0, 0, row.data());
   ASSERT_TRUE(clone.SetWindow(0, 2).ok());
   ASSERT_TRUE(clone.Evict(1, 2).ok());
   LocalBackend resumed(*m_->stage, std::move(clone));

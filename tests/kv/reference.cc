@@ -231,7 +231,23 @@ std::string CompareWithRef(const RefCache& ref, const KvCache& cache, size_t hea
   for (int l = cache.lo(); l < cache.hi(); ++l) {
     const size_t rl = static_cast<size_t>(l);
     const std::vector<float>* want[3] = {&ref.k[rl], &ref.kraw[rl], &ref.v[rl]};
-    const float* got[3] = {cache.k_data(l), cache.kraw_data(l), cache.v_data(l)};
+    std::vector<float> k(w), v(w);
+    const std::vector<float> rows[3] = {[&] {  // K and V unpacked entry by entry
+      std::vector<float> out;
+      for (size_t e = 0; e < cache.size(); ++e) {
+        cache.GetK(l, e, k.data());
+        out.insert(out.end(), k.begin(), k.end());
+      }
+      return out;
+    }(), std::vector<float>(cache.kraw_data(l), cache.kraw_data(l) + cache.size() * w), [&] {
+      std::vector<float> out;
+      for (size_t e = 0; e < cache.size(); ++e) {
+        cache.GetV(l, e, v.data());
+        out.insert(out.end(), v.begin(), v.end());
+      }
+      return out;
+    }()};
+    const float* got[3] = {rows[0].data(), rows[1].data(), rows[2].data()};
     const char* names[3] = {"K", "Kraw", "V"};
     for (int t = 0; t < 3; ++t) {
       for (size_t e = 0; e < ref.pos.size(); ++e)

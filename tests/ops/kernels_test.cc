@@ -161,29 +161,6 @@ TEST(Kernels, RegressionOrderSensitiveDot) {  // §5.1: must be exactly +0.0
   }
 }
 
-TEST(Kernels, AttendHeadEqualsScalar) {
-  std::mt19937 rng(3);
-  for (size_t head_dim : {1, 2, 7, 8, 16, 17, 33, 64}) {
-    for (size_t n_keys = 0; n_keys <= 40; n_keys += (n_keys < 20 ? 1 : 7)) {
-      const size_t stride = head_dim * 3 + 1;
-      const auto q = RandomValues(rng, head_dim + 1, false);
-      const auto kv = RandomValues(rng, (n_keys + 1) * stride * 2, false);
-      const float* k = kv.data() + 1;
-      const float* v = kv.data() + 1 + (n_keys + 1) * stride;
-      std::vector<float> s_ref(n_keys + 1), o_ref(head_dim);
-      AttendHead(q.data() + 1, k, v, stride, n_keys, head_dim, 0.125f, s_ref.data(), o_ref.data());
-      for (const Kernels* kt : Tables()) {
-        std::vector<float> s(n_keys + 1), o(head_dim);
-        kt->attend_head(q.data() + 1, k, v, stride, n_keys, head_dim, 0.125f, s.data(), o.data());
-        const std::string what = std::string(kt->name) + " hd " + std::to_string(head_dim) +
-                                 " keys " + std::to_string(n_keys);
-        ExpectBitsEqual(s.data(), s_ref.data(), n_keys, what + " scores");
-        ExpectBitsEqual(o.data(), o_ref.data(), head_dim, what + " out");
-      }
-    }
-  }
-}
-
 void CheckSiluMul(const std::vector<float>& gate, const std::vector<float>& up, const std::string& what) {
   const size_t n = gate.size();
   std::vector<float> want(n);

@@ -16,11 +16,14 @@ KvCache Filled(const std::vector<uint32_t>& tokens) {
   c.Append(tokens.size(), 0);
   for (int l = 0; l < 2; ++l) {
     for (size_t e = 0; e < tokens.size(); ++e) {
+      float k[4], v[4];
       for (int i = 0; i < 4; ++i) {
-        c.k_row(l, e)[i] = static_cast<float>(tokens[e] * 100 + e * 10 + i + l);
-        c.kraw_row(l, e)[i] = c.k_row(l, e)[i] + 0.5f;
-        c.v_row(l, e)[i] = -c.k_row(l, e)[i];
+        k[i] = static_cast<float>(tokens[e] * 100 + e * 10 + i + l);
+        c.kraw_row(l, e)[i] = k[i] + 0.5f;
+        v[i] = -k[i];
       }
+      c.SetK(l, e, k);
+      c.SetV(l, e, v);
     }
   }
   return c;
