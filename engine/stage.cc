@@ -282,7 +282,7 @@ void Stage::AttendRows(int layer, size_t n, ForwardScratch& s) const {
       const size_t at = i * heads * hd + h * group * hd;  // the group's q and output
       kernels_.attend_scores(s.q.data() + at, group, r.cache->k_tiles(layer, h), lo / T,
                              (end + T - 1) / T, hd, attn_scale_, p, ss);
-      for (size_t g = 0; g < group; ++g) kernels_.softmax(p + g * ss + lo, end - lo);
+      kernels_.softmax_rows(p + lo, end - lo, group, ss);
       kernels_.attend_mix(p, group, ss, r.cache->v_rows(layer, h), lo, end, hd, 0, hd,
                           s.mixed.data() + at);
     }
@@ -290,7 +290,7 @@ void Stage::AttendRows(int layer, size_t n, ForwardScratch& s) const {
 }
 
 // n * kv_heads < 2 * threads: three passes over s.scores rows [n][heads]
-// — scores by chunks of K tiles, softmax by head, mix by blocks of head
+// — scores by chunks of K tiles, softmax by group, mix by blocks of head
 // dims. Every value is still computed whole by one thread.
 void Stage::AttendSplit(int layer, size_t n, ForwardScratch& s) const {
   constexpr size_t kChunkTiles = 8, kMixDims = 32;
@@ -319,11 +319,11 @@ void Stage::AttendSplit(int layer, size_t n, ForwardScratch& s) const {
                              t1, hd, attn_scale_, s.scores.data() + at * ss, ss);
     }
   });
-  ops::ForEachChunk(pool_, n * heads, 1, [&](size_t b, size_t e, size_t) {  // §9.3
+  ops::ForEachChunk(pool_, n * kvh, 1, [&](size_t b, size_t e, size_t) {  // §9.3
     for (size_t item = b; item < e; ++item) {
       size_t lo, end;
-      visible(item / heads, &lo, &end);
-      kernels_.softmax(s.scores.data() + item * ss + lo, end - lo);
+      visible(item / kvh, &lo, &end);
+      kernels_.softmax_rows(s.scores.data() + item * group * ss + lo, end - lo, group, ss);
     }
   });
   const size_t blocks = (hd + kMixDims - 1) / kMixDims;

@@ -9,6 +9,9 @@
 // Mix: lane = head dim; each lane sums p_j * v_j[d] for j = lo, lo+1, ...
 // Up to GM heads share every V load. Several accumulators are in flight
 // to hide the add latency; none of them ever holds a partial of another.
+// Softmax rows: I::ExpShift(row, n) (SoftmaxSeq's max, then exp(x - max)
+// in place) and I::Divide(row, n, denom) per row; the sums of up to
+// kSumRows rows run interleaved, each sequential.
 // Included by the per-ISA translation units (traits in anonymous namespaces).
 #pragma once
 
@@ -16,6 +19,7 @@
 #include <cstddef>
 
 #include "engine/ops/kernels.h"
+#include "engine/ops/pinned_math.h"
 
 namespace lockstep::ops::attention_impl {
 
@@ -135,6 +139,55 @@ void AttendMixT(const float* p, size_t g, size_t ps, const float* v, size_t lo, 
   for (size_t h = 0; h < g; h += GM) {
     const size_t n = std::min(g - h, static_cast<size_t>(GM));
     MixHeads<I, DV, GM>(p + h * ps, n, ps, v, lo, end, hd, d0, d1, out + h * hd);
+  }
+}
+
+// SoftmaxSeq's first two steps, one lane at a time (for traits without
+// a vector exp).
+inline void ExpShiftSeq(float* v, size_t n) {
+  float max_v = v[0];
+  for (size_t i = 1; i < n; ++i) {
+    if (v[i] > max_v) max_v = v[i];
+  }
+  for (size_t i = 0; i < n; ++i) v[i] = ExpPinned(v[i] - max_v);
+}
+
+inline void DivideSeq(float* v, size_t n, float denom) {
+  for (size_t i = 0; i < n; ++i) v[i] = v[i] / denom;
+}
+
+inline constexpr size_t kSumRows = 4;
+
+// denom[r] = SumSeq(row r) for R rows, the R chains interleaved.
+template <int R>
+inline void SumRows(const float* v, size_t n, size_t stride, float* denom) {
+  float acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = acc[r] + v[static_cast<size_t>(r) * stride + i];
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) denom[r] = acc[r];
+}
+
+// The softmax_rows slot.
+template <class I>
+void SoftmaxRowsT(float* v, size_t n, size_t rows, size_t stride) {
+  if (n == 0) return;
+  for (size_t r0 = 0; r0 < rows; r0 += kSumRows) {
+    const size_t count = std::min(kSumRows, rows - r0);
+    float* first = v + r0 * stride;
+    for (size_t r = 0; r < count; ++r) I::ExpShift(first + r * stride, n);
+    float denom[kSumRows];
+    switch (count) {
+      case 1: SumRows<1>(first, n, stride, denom); break;
+      case 2: SumRows<2>(first, n, stride, denom); break;
+      case 3: SumRows<3>(first, n, stride, denom); break;
+      default: SumRows<4>(first, n, stride, denom); break;
+    }
+    for (size_t r = 0; r < count; ++r) I::Divide(first + r * stride, n, denom[r]);
   }
 }
 

@@ -39,8 +39,10 @@ struct Kernels {
   // caller ignores them). q: [g][head_dim]; k: [tiles][head_dim][kKvTile].
   void (*attend_scores)(const float* q, size_t g, const float* k, size_t t0, size_t t1,
                         size_t head_dim, float scale, float* scores, size_t ss);
-  // §9.3 SoftmaxSeq (below) in place; exp and division may run in lanes.
-  void (*softmax)(float* v, size_t n);
+  // §9.3 SoftmaxSeq (below) in place on each of `rows` rows of n values,
+  // row r at v + r*stride; exp and division may run in lanes, the sums of
+  // different rows interleaved (each one still sequential).
+  void (*softmax_rows)(float* v, size_t n, size_t rows, size_t stride);
   // §9.4 for g heads over rows v: [keys][head_dim] of one kv head:
   // out[h*head_dim + d] = sum over j in [lo, end), sequential in j, of
   // p[h*ps + j] * v[j*head_dim + d], for d0 <= d < d1.
@@ -59,6 +61,8 @@ float SumSeq(const float* a, size_t n);
 void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out);
 // §9.3 softmax in place, first-occurrence max, division by the sum.
 void SoftmaxSeq(float* v, size_t n);
+// The reference of softmax_rows: SoftmaxSeq on each row.
+void SoftmaxRows(float* v, size_t n, size_t rows, size_t stride);
 // §10: out[i] = silu(gate[i]) * up[i]; out may alias gate.
 void SiluMul(const float* gate, const float* up, size_t n, float* out);
 // §5.4: h[i] = h[i] + d[i].

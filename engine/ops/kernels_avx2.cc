@@ -27,7 +27,8 @@ struct Avx2 {
     return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(s));
   }
   static V Gather(const float* base, __m256i idx) { return _mm256_i32gather_ps(base, idx, 4); }
-  static void Softmax(float* v, size_t n) { SoftmaxSeq(v, n); }
+  static void ExpShift(float* v, size_t n) { attention_impl::ExpShiftSeq(v, n); }
+  static void Divide(float* v, size_t n, float denom) { attention_impl::DivideSeq(v, n, denom); }
 };
 
 // Decode: 2 panels (8 ymm chains); prefill: 2 ymm x 4 tokens.
@@ -41,8 +42,8 @@ void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, s
 const Kernels& Avx2Kernels() {
   static const Kernels k{"avx2", &panel_impl::MatmulRowsT<Avx2>, &MatmulPacked,
                          &attention_impl::AttendScoresT<Avx2, 2, 2>,
-                         &Avx2::Softmax, &attention_impl::AttendMixT<Avx2, 4, 2>,
-                         &SiluMul};
+                         &attention_impl::SoftmaxRowsT<Avx2>,
+                         &attention_impl::AttendMixT<Avx2, 4, 2>, &SiluMul};
   return k;
 }
 

@@ -64,18 +64,19 @@ float MaxFirst16(const float* v, size_t n) {
   return max_v;
 }
 
-// SoftmaxSeq (§9.3): the sum stays sequential (scalar); the max, the exp
-// and the division run 16 lanes at a time.
-void Softmax16(float* v, size_t n) {
-  if (n == 0) return;
+// SoftmaxSeq's max and exp(x - max), 16 lanes at a time.
+void ExpShift16(float* v, size_t n) {
   const float max_v = MaxFirst16(v, n);
   const __m512 vmax = _mm512_set1_ps(max_v);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, Exp16(_mm512_sub_ps(_mm512_loadu_ps(v + i), vmax)));
   for (; i < n; ++i) v[i] = ExpPinned(v[i] - max_v);
-  const float denom = SumSeq(v, n);
+}
+
+void Divide16(float* v, size_t n, float denom) {
   const __m512 vden = _mm512_set1_ps(denom);
-  for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, _mm512_div_ps(_mm512_loadu_ps(v + i), vden));
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, _mm512_div_ps(_mm512_loadu_ps(v + i), vden));
   for (; i < n; ++i) v[i] = v[i] / denom;
 }
 
@@ -98,7 +99,8 @@ struct Avx512 {
                               _mm512_set1_epi32(s));
   }
   static V Gather(const float* base, __m512i idx) { return _mm512_i32gather_ps(idx, base, 4); }
-  static void Softmax(float* v, size_t n) { Softmax16(v, n); }
+  static void ExpShift(float* v, size_t n) { ExpShift16(v, n); }
+  static void Divide(float* v, size_t n, float denom) { Divide16(v, n, denom); }
 };
 
 // Decode: 2 panels (4 zmm chains); prefill: 2 zmm x 8 tokens.
@@ -125,8 +127,8 @@ void SiluMul16(const float* gate, const float* up, size_t n, float* out) {
 const Kernels& Avx512Kernels() {
   static const Kernels k{"avx512", &panel_impl::MatmulRowsT<Avx512>, &MatmulPacked,
                          &attention_impl::AttendScoresT<Avx512, 4, 3>,
-                         &Avx512::Softmax, &attention_impl::AttendMixT<Avx512, 4, 3>,
-                         &SiluMul16};
+                         &attention_impl::SoftmaxRowsT<Avx512>,
+                         &attention_impl::AttendMixT<Avx512, 4, 3>, &SiluMul16};
   return k;
 }
 

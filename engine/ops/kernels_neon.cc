@@ -27,7 +27,8 @@ struct Neon {
     const float lanes[4] = {base[0], base[stride], base[2 * stride], base[3 * stride]};
     return vld1q_f32(lanes);
   }
-  static void Softmax(float* v, size_t n) { SoftmaxSeq(v, n); }
+  static void ExpShift(float* v, size_t n) { attention_impl::ExpShiftSeq(v, n); }
+  static void Divide(float* v, size_t n, float denom) { attention_impl::DivideSeq(v, n, denom); }
 };
 
 // Decode: 2 panels (16 q-register chains); prefill: 4 vectors x 4 tokens.
@@ -41,8 +42,8 @@ void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, s
 const Kernels& NeonKernels() {
   static const Kernels k{"neon", &panel_impl::MatmulRowsT<Neon>, &MatmulPacked,
                          &attention_impl::AttendScoresT<Neon, 1, 3>,
-                         &Neon::Softmax, &attention_impl::AttendMixT<Neon, 4, 3>,
-                         &SiluMul};
+                         &attention_impl::SoftmaxRowsT<Neon>,
+                         &attention_impl::AttendMixT<Neon, 4, 3>, &SiluMul};
   return k;
 }
 

@@ -46,6 +46,10 @@ void SoftmaxSeq(float* v, size_t n) {
   for (size_t i = 0; i < n; ++i) v[i] = v[i] / denom;
 }
 
+void SoftmaxRows(float* v, size_t n, size_t rows, size_t stride) {
+  for (size_t r = 0; r < rows; ++r) SoftmaxSeq(v + r * stride, n);
+}
+
 void SiluMul(const float* gate, const float* up, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) {
     const float s = Silu(gate[i]);
@@ -148,7 +152,7 @@ void MatmulPackedScalar(const PackedMatrix& w, size_t p0, size_t p1, const float
 
 const Kernels& ScalarKernels() {
   static const Kernels k{"scalar", &MatMulScalar, &MatmulPackedScalar, &AttendScores,
-                         &SoftmaxSeq, &AttendMix, &SiluMul};
+                         &SoftmaxRows, &AttendMix, &SiluMul};
   return k;
 }
 

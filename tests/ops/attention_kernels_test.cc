@@ -1,4 +1,4 @@
-// The tiled attention slots (attend_scores, softmax, attend_mix) of every
+// The tiled attention slots (attend_scores, softmax_rows, attend_mix) of every
 // kernel table this CPU supports against their scalar references: memcmp
 // equality over head counts 1..7, head dims with tails, tile ranges and
 // key ranges 0..2N with odd ends, misaligned pointers and special values;
@@ -99,9 +99,28 @@ TEST(AttentionKernels, SoftmaxEqualsScalar) {
         SoftmaxSeq(want.data() + 1, n);
         for (const Kernels* kt : Tables()) {
           std::vector<float> got = in;
-          kt->softmax(got.data() + 1, n);
+          kt->softmax_rows(got.data() + 1, n, 1, n);
           EXPECT_TRUE(SameBits(got.data(), want.data(), got.size()))
               << kt->name << " n " << n << " special " << special;
+        }
+      }
+      // 1..9 rows at a stride past n (sums interleaved in groups of up to 4).
+      for (size_t rows = 1; rows <= 9; ++rows) {
+        const size_t stride = n + 3;
+        const std::vector<float> in = Values(rng, rows * stride + 1, special);
+        std::vector<float> want = in;
+        SoftmaxRows(want.data() + 1, n, rows, stride);
+        for (size_t r = 0; r < rows; ++r) {  // the reference is SoftmaxSeq per row
+          std::vector<float> row(in.begin() + 1 + static_cast<ptrdiff_t>(r * stride),
+                                 in.begin() + 1 + static_cast<ptrdiff_t>(r * stride + n));
+          SoftmaxSeq(row.data(), n);
+          ASSERT_TRUE(SameBits(row.data(), want.data() + 1 + r * stride, n));
+        }
+        for (const Kernels* kt : Tables()) {
+          std::vector<float> got = in;
+          kt->softmax_rows(got.data() + 1, n, rows, stride);
+          EXPECT_TRUE(SameBits(got.data(), want.data(), got.size()))
+              << kt->name << " n " << n << " rows " << rows << " special " << special;
         }
       }
     }
@@ -149,7 +168,7 @@ TEST(AttentionKernels, TiledPathEqualsRowMajorReference) {
         for (const Kernels* table : Tables()) {
           std::vector<float> p(tiles * T), got(hd), want_p(n - lo), want(hd);
           table->attend_scores(q.data(), 1, kt.data(), lo / T, tiles, hd, 0.125f, p.data(), p.size());
-          table->softmax(p.data() + lo, n - lo);
+          table->softmax_rows(p.data() + lo, n - lo, 1, p.size());
           table->attend_mix(p.data(), 1, p.size(), v.data(), lo, n, hd, 0, hd, got.data());
           AttendHead(q.data(), k.data() + lo * hd, v.data() + lo * hd, hd, n - lo, hd, 0.125f,
                      want_p.data(), want.data());
