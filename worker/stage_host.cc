@@ -339,7 +339,7 @@ void StageHost::HandleDecodeBatch(std::span<const wire::Message* const> messages
   }
   for (size_t i = 0; i < rows; ++i) {
     if (assign_.is_last) {
-      EmitLogits(batch_inputs_[i], std::span<const float>(batch_logits_.data() + i * v, v), out);
+      EmitOutcome(batch_inputs_[i], std::span<const float>(batch_logits_.data() + i * v, v), out);
     } else {
       EmitHidden(batch_inputs_[i], std::span<const float>(batch_hidden_.data() + i * h, h), out);
     }
@@ -380,14 +380,14 @@ Status StageHost::ForwardAndEmit(const Input& in, std::vector<Outgoing>* out) {
   const std::span<float> logits(batch_logits_.data(), assign_.is_last ? stage_->vocab() : 0);
   LOCKSTEP_RETURN_IF_ERROR(stage_->Step(hidden_, in.first_pos, in.session->cache, scratch_, logits));
   if (assign_.is_last) {
-    EmitLogits(in, logits, out);
+    EmitOutcome(in, logits, out);
   } else {
     EmitHidden(in, hidden_, out);
   }
   return Status::Ok();
 }
 
-void StageHost::EmitLogits(const Input& in, std::span<const float> logits,
+void StageHost::EmitOutcome(const Input& in, std::span<const float> logits,
                            std::vector<Outgoing>* out) {
   if (in.handoff != nullptr && in.handoff->has_value()) {
     const wire::ChainHandoff& h = **in.handoff;

@@ -132,7 +132,7 @@ class StageHost {
   void AcceptBatch(std::span<const wire::Message* const> messages, std::vector<Outgoing>* out);
   // What a step sends on: its StepResult (with a handoff) or its logits to
   // the coordinator (last stage), or its rows [n][hidden] to the next stage.
-  void EmitLogits(const Input& in, std::span<const float> logits, std::vector<Outgoing>* out);
+  void EmitOutcome(const Input& in, std::span<const float> logits, std::vector<Outgoing>* out);
   void EmitHidden(const Input& in, std::span<const float> rows,
                   std::vector<Outgoing>* out) const;
   // first_position follows the cache, and the n positions fit the model.
