@@ -54,13 +54,18 @@ Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins) {
   return MapWeights(std::move(info));
 }
 
-Result<LoadedStage> LoadStage(const OpenModel& model, const StageSpec& spec,
-                              const ComputeOptions& compute) {
-  const ops::Kernels* kernels = ops::KernelsByName(compute.isa);
-  if (kernels == nullptr) {
+Status ValidateComputeOptions(const ComputeOptions& compute) {
+  if (ops::KernelsByName(compute.isa) == nullptr) {
     return InvalidError("--isa " + compute.isa + " is unknown or not supported by this CPU");
   }
   if (compute.threads == 0) return InvalidError("--threads must be at least 1");
+  return Status::Ok();
+}
+
+Result<LoadedStage> LoadStage(const OpenModel& model, const StageSpec& spec,
+                              const ComputeOptions& compute) {
+  LOCKSTEP_RETURN_IF_ERROR(ValidateComputeOptions(compute));
+  const ops::Kernels* kernels = ops::KernelsByName(compute.isa);
   LoadedStage out;
   if (compute.threads > 1) {
     LOCKSTEP_ASSIGN_OR_RETURN(out.pool, ops::ThreadPool::Create(compute.threads));

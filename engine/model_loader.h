@@ -57,6 +57,9 @@ struct ComputeOptions {
   WeightFormat weights = WeightFormat::kPackedBf16;
 };
 
+// Invalid naming --isa for kernels this CPU lacks, or --threads for 0.
+Status ValidateComputeOptions(const ComputeOptions& compute);
+
 // A Stage with the thread pool it computes on (declared first, so it
 // outlives the stage). Dereferences to the Stage.
 struct LoadedStage {
@@ -68,8 +71,7 @@ struct LoadedStage {
   Stage* operator->() const { return stage.get(); }
 };
 
-// The one way to build a Stage. Invalid naming --isa for kernels this CPU
-// lacks, or --threads for 0.
+// The one way to build a Stage. Invalid as ValidateComputeOptions says.
 Result<LoadedStage> LoadStage(const OpenModel& model, const StageSpec& spec,
                               const ComputeOptions& compute);
 

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "engine/ops/dispatch.h"
 #include "runtime/checked_decode.h"
 #include "runtime/worker_processes.h"
 #include "wire/hidden_frame.h"
@@ -23,10 +22,7 @@ std::string Mib(uint64_t bytes) {
 Result<ClusterConfig> LoopbackConfig(const LoopbackOptions& o, const ModelInfo& model,
                                      const ModelPins& pins) {
   if (o.workers < 0) return InvalidError("--workers must be at least 1");
-  if (ops::KernelsByName(o.compute.isa) == nullptr) {
-    return InvalidError("--isa " + o.compute.isa + " is unknown or not supported by this CPU");
-  }
-  if (o.compute.threads == 0) return InvalidError("--threads must be at least 1");
+  LOCKSTEP_RETURN_IF_ERROR(ValidateComputeOptions(o.compute));  // before any process starts
   ClusterConfig cfg;
   cfg.model_dir = std::filesystem::absolute(o.model_dir).string();
   cfg.pins = pins;

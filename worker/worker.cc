@@ -4,7 +4,6 @@
 #include <iostream>
 #include <unistd.h>
 
-#include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
 #include "wire/endpoint.h"
 
@@ -25,10 +24,7 @@ Result<std::unique_ptr<Worker>> Worker::Create(zmq::context_t& context, WorkerOp
   LOCKSTEP_ASSIGN_OR_RETURN(wire::Server server,
                             wire::Server::Bind(context, options.listen, options.transport));
   if (options.name.empty()) options.name = "worker@" + server.endpoint();
-  if (ops::KernelsByName(options.compute.isa) == nullptr) {
-    return InvalidError("--isa " + options.compute.isa + " is unknown or not supported by this CPU");
-  }
-  if (options.compute.threads == 0) return InvalidError("--threads must be at least 1");
+  LOCKSTEP_RETURN_IF_ERROR(ValidateComputeOptions(options.compute));
   options.next_hop_transport.send_timeout =
       std::min(options.next_hop_transport.send_timeout, kMaxSendBlock);
   options.transport.max_message_bytes = options.limits.frame_bytes;
