@@ -15,7 +15,9 @@ class Exchange {
                        int retry_after_s) = 0;
   virtual bool BeginEvents() = 0;
   virtual bool SendEvent(const std::string& data) = 0;  // one "data: ..." event
-  // True once the peer has closed its side (checked without blocking).
+  // True once the peer is gone: reset, or hung up both ways (checked
+  // without blocking). A peer that only half-closed its write side after
+  // the request is still waiting for the answer: not gone.
   virtual bool PeerGone() = 0;
 };
 

@@ -51,13 +51,14 @@ class SocketExchange final : public Exchange {
 
   bool SendEvent(const std::string& data) override { return WriteAll("data: " + data + "\n\n"); }
 
+  // A client that half-closes its write side after the request (EOF on
+  // read, POLLRDHUP) still waits for its answer, so EOF alone is not a
+  // disconnect: only a reset or a hang-up in both directions is. A peer
+  // that closed fully is found by the next write (its kernel answers RST).
   bool PeerGone() override {
-    pollfd p{socket_.native_handle(), POLLIN | POLLRDHUP, 0};
+    pollfd p{socket_.native_handle(), POLLIN, 0};
     if (::poll(&p, 1, 0) <= 0) return false;
-    if ((p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) return true;
-    char c;
-    const ssize_t n = ::recv(socket_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0;
+    return (p.revents & (POLLHUP | POLLERR)) != 0;
   }
 
   bool streaming() const { return streaming_; }
