@@ -1,52 +1,130 @@
-// PrefixCache: KV caches of prompts already computed, so a request whose
-// prompt shares a token prefix with an earlier one starts from a copy of
-// that prefix's KV rows instead of recomputing them. Reuse is bit-exact:
-// a position's K/V depend only on the tokens up to it (engine/prefix.h),
-// and the copy's tail beyond the shared prefix is cut off by Evict, which
-// moves no surviving row. Entries are keyed by (window, token ids); the
-// window changes every row, so entries of different windows never mix.
-// Bounded by a byte budget, least recently used entries go first.
+// PrefixCache: prompts already computed, so a request whose prompt shares a
+// token prefix with an earlier one starts from a copy of that prefix's KV
+// rows instead of recomputing them. What it holds (`Held`) is a computed
+// prefix that can be copied and cut: a KvCache in process, or a
+// RemoteSession on a cluster (copied by Fork on every worker, cut by Evict
+// on every worker; PrefixOps below). Reuse is bit-exact: a position's K/V
+// depend only on the tokens up to it (engine/prefix.h), and the copy's tail
+// beyond the shared prefix is cut off by Evict, which moves no surviving
+// row. Entries are keyed by a string naming everything else the rows or
+// the held state depend on (the window; on a cluster also the session's
+// sampling, which the workers fix at SessionOpen), so entries of different
+// keys never mix. Bounded by a byte budget (positions held x bytes per
+// position, wherever the rows live); least recently used entries go first.
 // Thread-compatible (the scheduler thread owns it).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "coordinator/coordinator.h"
 #include "engine/kv_cache.h"
 
 namespace lockstep::server {
 
-class PrefixCache {
- public:
-  explicit PrefixCache(uint64_t budget_bytes) : budget_(budget_bytes) {}
+// How a held prefix is copied, cut to its first n positions, and measured.
+template <class Held>
+struct PrefixOps;
 
-  // The longest cached prefix of `prompt` no longer than max_len, as a
-  // fresh cache holding exactly that many positions; nullopt on a miss or
-  // when the longest shared prefix is shorter than min_len.
-  std::optional<KvCache> Lookup(int window, std::span<const uint32_t> prompt, size_t max_len,
-                                size_t min_len);
-  // Stores a copy of `cache` (which holds exactly `prompt`), evicting LRU
-  // entries to fit; a cache bigger than the whole budget is not stored.
-  void Insert(int window, std::span<const uint32_t> prompt, const KvCache& cache);
+template <>
+struct PrefixOps<KvCache> {
+  static std::optional<KvCache> Copy(const KvCache& c) { return c.Clone(); }
+  static bool Cut(KvCache& c, size_t n) { return c.Evict(n, c.size() - n).ok(); }
+  static size_t Length(const KvCache& c) { return c.size(); }
+};
+
+template <>
+struct PrefixOps<std::unique_ptr<RemoteSession>> {
+  using Held = std::unique_ptr<RemoteSession>;
+  static std::optional<Held> Copy(const Held& s) {
+    Result<Held> f = s->Fork();
+    if (!f.ok()) return std::nullopt;
+    return std::move(*f);
+  }
+  static bool Cut(Held& s, size_t n) {
+    return s->Evict(static_cast<uint32_t>(n), static_cast<uint32_t>(s->CacheLength() - n)).ok();
+  }
+  static size_t Length(const Held& s) { return s->CacheLength(); }
+};
+
+template <class Held>
+class PrefixCache {
+  using Ops = PrefixOps<Held>;
+
+ public:
+  PrefixCache(uint64_t budget_bytes, uint64_t bytes_per_position)
+      : budget_(budget_bytes), per_position_(bytes_per_position) {}
+
+  // A copy of the longest cached prefix of `prompt` no longer than max_len,
+  // holding exactly that many positions; nullopt on a miss or when the
+  // longest shared prefix is shorter than min_len.
+  std::optional<Held> Lookup(const std::string& key, std::span<const uint32_t> prompt,
+                             size_t max_len, size_t min_len) {
+    auto best = entries_.end();
+    size_t best_len = 0;
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->key != key) continue;
+      size_t n = 0;
+      const size_t limit = std::min({it->tokens.size(), prompt.size(), max_len});
+      while (n < limit && it->tokens[n] == prompt[n]) ++n;
+      if (n > best_len) {
+        best_len = n;
+        best = it;
+      }
+    }
+    if (best == entries_.end() || best_len < min_len || best_len == 0) return std::nullopt;
+    entries_.splice(entries_.begin(), entries_, best);  // most recently used
+    std::optional<Held> copy = Ops::Copy(best->held);
+    if (copy && Ops::Length(*copy) > best_len && !Ops::Cut(*copy, best_len)) return std::nullopt;
+    return copy;
+  }
+
+  // Stores a copy of `held` (which holds exactly `prompt`), evicting LRU
+  // entries to fit; a prefix bigger than the whole budget is not stored.
+  void Insert(const std::string& key, std::span<const uint32_t> prompt, const Held& held) {
+    const uint64_t need = Ops::Length(held) * per_position_;
+    if (need > budget_) return;
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->key == key && it->tokens.size() >= prompt.size() &&
+          std::equal(prompt.begin(), prompt.end(), it->tokens.begin())) {
+        entries_.splice(entries_.begin(), entries_, it);  // already covered
+        return;
+      }
+    }
+    std::optional<Held> copy = Ops::Copy(held);
+    if (!copy) return;
+    while (bytes_ + need > budget_ && !entries_.empty()) {
+      bytes_ -= entries_.back().bytes;
+      entries_.pop_back();
+    }
+    entries_.push_front(
+        Entry{key, std::vector<uint32_t>(prompt.begin(), prompt.end()), std::move(*copy), need});
+    bytes_ += need;
+  }
 
   uint64_t bytes() const { return bytes_; }
   size_t entries() const { return entries_.size(); }
 
-  static uint64_t BytesOf(const KvCache& cache);
-
  private:
   struct Entry {
-    int window;
+    std::string key;
     std::vector<uint32_t> tokens;
-    KvCache cache;
+    Held held;
     uint64_t bytes;
   };
   uint64_t budget_;
+  uint64_t per_position_;
   uint64_t bytes_ = 0;
   std::list<Entry> entries_;  // most recently used first
 };
+
+// Bytes one KvCache holds: positions x (K, V, raw K rows per layer + position).
+uint64_t KvBytesOf(const KvCache& cache);
 
 }  // namespace lockstep::server

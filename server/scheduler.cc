@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <bit>
 #include <future>
 #include <iostream>
 
@@ -17,6 +18,37 @@ namespace {
 struct TwinPair {
   std::optional<Finish> finish[2];
 };
+
+// What a session's rows depend on besides its tokens (the window), and on
+// a cluster what its held session fixes too (the sampling).
+std::string PrefixKey(const GenerationSpec& spec, const SamplingParams* fixed = nullptr) {
+  std::string key = "window=" + std::to_string(spec.window.value_or(-1));
+  if (fixed == nullptr) return key;
+  const SamplingParams& sampling = *fixed;
+  key += " t=" + std::to_string(std::bit_cast<uint32_t>(sampling.temperature)) +
+         " k=" + std::to_string(sampling.top_k) +
+         " p=" + std::to_string(std::bit_cast<uint32_t>(sampling.top_p)) +
+         " seed=" + std::to_string(sampling.seed);
+  return key;
+}
+
+// KV bytes one position takes over every layer, wherever they live.
+uint64_t KvBytesPerPosition(const SchedulerBackend& backend) {
+  if (backend.stage != nullptr) {
+    KvCache one = backend.stage->NewCache();
+    one.Append(1, 0);
+    return KvBytesOf(one);
+  }
+  const ModelConfig& c = backend.cluster->model_config();  // KvBytesOf's sum over all layers
+  const uint64_t kv_width = static_cast<uint64_t>(c.num_kv_heads) * c.head_dim;
+  return 3 * static_cast<uint64_t>(c.num_layers) * kv_width * sizeof(float) + sizeof(int64_t);
+}
+
+// The sampling a cluster session is opened with: temperature 0 chooses by
+// argmax alone (ChooseToken), so every greedy request shares one.
+SamplingParams ClusterSampling(const SamplingParams& requested) {
+  return requested.temperature == 0.0f ? SamplingParams{} : requested;
+}
 
 // §12.4: the two runs end alike and CompareResults finds every digest equal.
 bool SameRun(const Finish& a, const Finish& b) {
@@ -35,6 +67,7 @@ struct Scheduler::Session {
 
   std::optional<KvCache> cache;           // in-process
   std::unique_ptr<RemoteSession> remote;  // on a cluster
+  SamplingParams remote_sampling;         // what `remote` was opened with
   std::vector<float> remote_logits;  // a backend that ships logits fills it
   StepOutcome outcome;               // of the last step fed on the cluster
   std::optional<WitnessChain> chain;
@@ -58,18 +91,9 @@ Scheduler::Scheduler(SchedulerBackend backend, const WitnessSeed& seed, const To
       eos_(std::move(eos)),
       options_(options),
       metrics_(metrics),
-      bytes_per_position_(0),
-      prefix_(options.prefix_budget_bytes) {
-  if (stage_ != nullptr) {
-    KvCache one = stage_->NewCache();
-    one.Append(1, 0);
-    bytes_per_position_ = PrefixCache::BytesOf(one);
-  } else {  // the same accounting, summed over the workers' layers
-    const ModelConfig& c = cluster_->model_config();
-    const uint64_t kv_width = static_cast<uint64_t>(c.num_kv_heads) * c.head_dim;
-    bytes_per_position_ =
-        3 * static_cast<uint64_t>(c.num_layers) * kv_width * sizeof(float) + sizeof(int64_t);
-  }
+      bytes_per_position_(KvBytesPerPosition(backend)),
+      prefix_(options.prefix_budget_bytes, bytes_per_position_),
+      remote_prefix_(options.prefix_budget_bytes, bytes_per_position_) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -179,20 +203,10 @@ void Scheduler::Loop() {
 void Scheduler::Admit(std::unique_ptr<Session> s) {
   const GenerationSpec& spec = s->spec;
   s->chain.emplace(seed_, spec.prompt);
-  if (cluster_ != nullptr) {
-    Result<std::unique_ptr<RemoteSession>> r = cluster_->OpenSession(spec.window, spec.sampling);
-    active_.push_back(std::move(s));
-    if (!r.ok()) {
-      Retire(*active_.back(), "error", r.status().ToString());
-    } else {
-      active_.back()->remote = std::move(*r);
-    }
-    return;
-  }
-  const int window_key = spec.window.value_or(-1);
+  if (cluster_ != nullptr) return AdmitCluster(std::move(s));
   std::optional<KvCache> hit;
   if (!s->twin) {
-    hit = prefix_.Lookup(window_key, spec.prompt, spec.prompt.size() - 1, options_.min_prefix_tokens);
+    hit = prefix_.Lookup(PrefixKey(spec), spec.prompt, spec.prompt.size() - 1, options_.min_prefix_tokens);
     metrics_.PrefixLookup(hit.has_value(), hit ? hit->size() : 0);
   }
   if (hit) {
@@ -213,6 +227,31 @@ void Scheduler::Admit(std::unique_ptr<Session> s) {
   }
   s->cache->Reserve(spec.prompt.size() + spec.max_tokens);
   active_.push_back(std::move(s));
+}
+
+void Scheduler::AdmitCluster(std::unique_ptr<Session> s) {
+  const GenerationSpec& spec = s->spec;
+  s->remote_sampling = ClusterSampling(spec.sampling);
+  if (!s->twin) {
+    std::optional<std::unique_ptr<RemoteSession>> hit =
+        remote_prefix_.Lookup(PrefixKey(spec, &s->remote_sampling), spec.prompt,
+                              spec.prompt.size() - 1, options_.min_prefix_tokens);
+    metrics_.PrefixLookup(hit.has_value(), hit ? (*hit)->CacheLength() : 0);
+    if (hit) {
+      s->fed = (*hit)->CacheLength();
+      s->prefix_reused = static_cast<uint32_t>(s->fed);
+      s->remote = std::move(*hit);
+      active_.push_back(std::move(s));
+      return;
+    }
+  }
+  Result<std::unique_ptr<RemoteSession>> r = cluster_->OpenSession(spec.window, s->remote_sampling);
+  active_.push_back(std::move(s));
+  if (!r.ok()) {
+    Retire(*active_.back(), "error", r.status().ToString());
+  } else {
+    active_.back()->remote = std::move(*r);
+  }
 }
 
 std::span<const uint32_t> Scheduler::StepTokens(Session& s, size_t* budget) {
@@ -240,7 +279,7 @@ void Scheduler::StepCluster() {
     // queued together and batch them.
     replies.push_back(std::async(std::launch::async, [&s, tokens, chooses] {
       if (!chooses) return s.remote->Feed(tokens, &s.remote_logits);
-      const StepContext ctx{static_cast<uint32_t>(s.generated.size()), s.spec.sampling,
+      const StepContext ctx{static_cast<uint32_t>(s.generated.size()), s.remote_sampling,
                             &*s.chain, &s.sampling, &s.remote_logits};
       Result<StepOutcome> o = s.remote->FeedAndChoose(tokens, ctx);
       if (!o.ok()) return o.status();
@@ -263,6 +302,10 @@ void Scheduler::StepCluster() {
     const bool prefilling = s.fed < s.spec.prompt.size();
     if (prefilling) s.fed += s.step_tokens;
     if (prefilling && s.fed < s.spec.prompt.size()) continue;  // more chunks to come
+    if (prefilling && !s.twin && s.spec.prompt.size() >= options_.min_prefix_tokens) {
+      remote_prefix_.Insert(PrefixKey(s.spec, &s.remote_sampling), s.spec.prompt, s.remote);
+      metrics_.SetPrefixBytes(remote_prefix_.bytes());
+    }
     OnOutcome(s, s.outcome);
   }
 }
@@ -298,7 +341,7 @@ void Scheduler::Step() {
     if (prefilling) s->fed += s->step_tokens;
     if (prefilling && s->fed < s->spec.prompt.size()) continue;  // more chunks to come
     if (prefilling && !s->twin && s->spec.prompt.size() >= options_.min_prefix_tokens) {
-      prefix_.Insert(s->spec.window.value_or(-1), s->spec.prompt, *s->cache);
+      prefix_.Insert(PrefixKey(s->spec), s->spec.prompt, *s->cache);
       metrics_.SetPrefixBytes(prefix_.bytes());
     }
     const float* last = s->hidden.data() + (s->step_tokens - 1) * h;

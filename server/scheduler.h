@@ -16,8 +16,12 @@
 // equal its solo `lockstep run`.
 //
 // A cluster session whose step fails (a worker died, a timeout) is closed
-// with reason "error" naming the worker; the others carry on. The prefix
-// cache is in-process only.
+// with reason "error" naming the worker; the others carry on. On a cluster
+// the prefix cache holds RemoteSessions parked on the workers (a hit is a
+// Fork on every worker, its budget counts the KV bytes they hold there),
+// and a greedy session is opened with the default sampling parameters
+// (temperature 0 ignores the rest), so greedy prompts share entries
+// whatever seed their requests carry.
 //
 // Limits, checked in Submit before any work: sessions (queued + active,
 // a determinism_check twin counts) and KV bytes reserved for
@@ -81,6 +85,7 @@ class Scheduler {
   struct Session;
   void Loop();
   void Admit(std::unique_ptr<Session> s);
+  void AdmitCluster(std::unique_ptr<Session> s);
   void Step();
   void StepCluster();
   // The tokens `s` feeds this step (a prompt chunk within *budget, or its
@@ -110,7 +115,8 @@ class Scheduler {
 
   // Step thread only.
   std::vector<std::unique_ptr<Session>> active_;
-  PrefixCache prefix_;
+  PrefixCache<KvCache> prefix_;                                // in process
+  PrefixCache<std::unique_ptr<RemoteSession>> remote_prefix_;  // on a cluster
   ForwardScratch scratch_;
   std::vector<float> rows_, logits_;
   std::thread thread_;

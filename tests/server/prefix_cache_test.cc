@@ -29,34 +29,36 @@ KvCache Filled(const std::vector<uint32_t>& tokens) {
   return c;
 }
 
+const uint64_t kPerPosition = KvBytesOf(Filled({1}));
+
 TEST(PrefixCacheTest, LongestSharedPrefixIsCutExactly) {
-  PrefixCache pc(1 << 20);
-  pc.Insert(-1, std::vector<uint32_t>{1, 2, 3, 4, 5, 6}, Filled({1, 2, 3, 4, 5, 6}));
-  auto hit = pc.Lookup(-1, std::vector<uint32_t>{1, 2, 3, 9, 9}, 4, 2);
+  PrefixCache<KvCache> pc(1 << 20, kPerPosition);
+  pc.Insert("w-1", std::vector<uint32_t>{1, 2, 3, 4, 5, 6}, Filled({1, 2, 3, 4, 5, 6}));
+  auto hit = pc.Lookup("w-1", std::vector<uint32_t>{1, 2, 3, 9, 9}, 4, 2);
   ASSERT_TRUE(hit.has_value());
   EXPECT_EQ(hit->size(), 3u);
   EXPECT_TRUE(hit->BitEqual(Filled({1, 2, 3})));
   // Capped by max_len (a session needs one token of its own).
-  auto capped = pc.Lookup(-1, std::vector<uint32_t>{1, 2, 3, 4, 5, 6}, 5, 2);
+  auto capped = pc.Lookup("w-1", std::vector<uint32_t>{1, 2, 3, 4, 5, 6}, 5, 2);
   ASSERT_TRUE(capped.has_value());
   EXPECT_TRUE(capped->BitEqual(Filled({1, 2, 3, 4, 5})));
-  EXPECT_FALSE(pc.Lookup(-1, std::vector<uint32_t>{1, 7}, 1, 2).has_value());  // below min_len
-  EXPECT_FALSE(pc.Lookup(8, std::vector<uint32_t>{1, 2, 3, 4}, 3, 2).has_value());  // other window
+  EXPECT_FALSE(pc.Lookup("w-1", std::vector<uint32_t>{1, 7}, 1, 2).has_value());  // below min_len
+  EXPECT_FALSE(pc.Lookup("w8", std::vector<uint32_t>{1, 2, 3, 4}, 3, 2).has_value());  // other window
 }
 
 TEST(PrefixCacheTest, BudgetEvictsLeastRecentlyUsed) {
-  const uint64_t one = PrefixCache::BytesOf(Filled({1, 2, 3, 4}));
-  PrefixCache pc(2 * one);
-  pc.Insert(-1, std::vector<uint32_t>{1, 2, 3, 4}, Filled({1, 2, 3, 4}));
-  pc.Insert(-1, std::vector<uint32_t>{5, 6, 7, 8}, Filled({5, 6, 7, 8}));
-  ASSERT_TRUE(pc.Lookup(-1, std::vector<uint32_t>{1, 2, 3, 4, 0}, 4, 2).has_value());  // 1.. now recent
-  pc.Insert(-1, std::vector<uint32_t>{9, 9, 9, 9}, Filled({9, 9, 9, 9}));
+  const uint64_t one = KvBytesOf(Filled({1, 2, 3, 4}));
+  PrefixCache<KvCache> pc(2 * one, kPerPosition);
+  pc.Insert("w-1", std::vector<uint32_t>{1, 2, 3, 4}, Filled({1, 2, 3, 4}));
+  pc.Insert("w-1", std::vector<uint32_t>{5, 6, 7, 8}, Filled({5, 6, 7, 8}));
+  ASSERT_TRUE(pc.Lookup("w-1", std::vector<uint32_t>{1, 2, 3, 4, 0}, 4, 2).has_value());  // 1.. now recent
+  pc.Insert("w-1", std::vector<uint32_t>{9, 9, 9, 9}, Filled({9, 9, 9, 9}));
   EXPECT_EQ(pc.entries(), 2u);
   EXPECT_LE(pc.bytes(), 2 * one);
-  EXPECT_TRUE(pc.Lookup(-1, std::vector<uint32_t>{1, 2, 3, 4, 0}, 4, 2).has_value());
-  EXPECT_FALSE(pc.Lookup(-1, std::vector<uint32_t>{5, 6, 7, 8, 0}, 4, 2).has_value());
-  PrefixCache tiny(one - 1);
-  tiny.Insert(-1, std::vector<uint32_t>{1, 2, 3, 4}, Filled({1, 2, 3, 4}));
+  EXPECT_TRUE(pc.Lookup("w-1", std::vector<uint32_t>{1, 2, 3, 4, 0}, 4, 2).has_value());
+  EXPECT_FALSE(pc.Lookup("w-1", std::vector<uint32_t>{5, 6, 7, 8, 0}, 4, 2).has_value());
+  PrefixCache<KvCache> tiny(one - 1, kPerPosition);
+  tiny.Insert("w-1", std::vector<uint32_t>{1, 2, 3, 4}, Filled({1, 2, 3, 4}));
   EXPECT_EQ(tiny.entries(), 0u);
 }
 

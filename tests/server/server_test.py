@@ -317,6 +317,11 @@ class ApiTest(unittest.TestCase):
             (json.dumps({"prompt": [1], "temperature": -1}).encode(), "temperature", "invalid_value"),
             (json.dumps({"prompt": [10 ** 7]}).encode(), "prompt", "invalid_value"),
             (json.dumps([1, 2]).encode(), None, "invalid_json"),
+            # Refused, never truncated to 32 bits (2**32 would become top_k 0).
+            (json.dumps({"prompt": [1], "temperature": 0.5, "top_k": 2 ** 32}).encode(), "top_k",
+             "invalid_value"),
+            (json.dumps({"prompt": [1], "temperature": 0.5, "top_k": 2 ** 64}).encode(), "top_k",
+             "invalid_type"),
         ]
         for raw, param, code in cases:
             resp = requests.post(url, data=raw, headers={"Content-Type": "application/json"}, timeout=10)
@@ -355,6 +360,32 @@ class ApiTest(unittest.TestCase):
         # Each round allocated a session for 4003 positions; none is kept.
         self.assertLessEqual(rss[-1], rss[0] + 2048, rss)
         self.assertGreater(self.server.metrics()[("lockstep_errors_total", (("kind", "client_disconnected"),))], 0)
+
+    def test_half_closed_client_still_gets_its_answer(self):
+        plain = self.complete({"prompt": [6, 2, 8], "max_tokens": 200})
+        for stream in (False, True):
+            s = socket.create_connection(("127.0.0.1", self.server.port))
+            body = json.dumps({"prompt": [6, 2, 8], "max_tokens": 200, "stream": stream})
+            s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                       % (len(body), body)).encode())
+            s.shutdown(socket.SHUT_WR)  # done sending; still reading
+            got = b""
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                got += d
+            s.close()
+            head, _, rest = got.partition(b"\r\n\r\n")
+            self.assertIn(b" 200 ", head.split(b"\r\n")[0], got[:200])
+            if stream:
+                events = [line[6:] for line in rest.decode().split("\n") if line.startswith("data: ")]
+                self.assertEqual(events[-1], "[DONE]")
+                receipt = json.loads(events[-2])["receipt"]
+            else:
+                receipt = json.loads(rest)["receipt"]
+            self.assertEqual(receipt["generated_token_ids"], plain["receipt"]["generated_token_ids"])
+            self.assertEqual(receipt["cis2_ref"], plain["receipt"]["cis2_ref"])
 
     def test_slow_client_does_not_block_others(self):
         s = socket.create_connection(("127.0.0.1", self.server.port))
@@ -500,6 +531,24 @@ class ShardedTest(unittest.TestCase):
         self.assertEqual(b.status_code, 200, b.text)
         self.assertSameAsSolo(sampled, b.json())
 
+    def test_3b_streamed_chunks_concatenate_to_the_plain_answer(self):
+        for body in ({"prompt": [4, 4, 7, 1], "max_tokens": 10},
+                     {"prompt": [2, 7, 1, 8], "max_tokens": 10, "temperature": 0.8, "top_k": 30,
+                      "seed": 77}):
+            plain = self.server.post("/v1/completions", body)
+            self.assertEqual(plain.status_code, 200, plain.text)
+            plain = plain.json()
+            resp = self.server.post("/v1/completions", dict(body, stream=True), stream=True)
+            self.assertEqual(resp.status_code, 200)
+            events = sse_events(resp)
+            self.assertEqual(events[-1], "[DONE]")
+            chunks = [json.loads(e) for e in events[:-1]]
+            self.assertEqual("".join(c["choices"][0]["text"] for c in chunks),
+                             plain["choices"][0]["text"])
+            self.assertEqual(chunks[-1]["receipt"], plain["receipt"])
+            self.assertEqual(chunks[-1]["usage"], plain["usage"])
+            self.assertSameAsSolo(body, plain)
+
     def test_3_concurrent_clients_each_equal_solo(self):
         bodies = [{"prompt": [1 + i, 2 + 2 * i, 3 + i], "max_tokens": 4 + i % 3,
                    "temperature": 0.7 if i % 2 else 0, "seed": 100 + i} for i in range(6)]
@@ -529,6 +578,36 @@ class ShardedTest(unittest.TestCase):
         generated = sum(len(a.json()["receipt"]["generated_token_ids"]) for a in answers)
         self.assertLessEqual(back + to, generated * 1024)
         self.assertGreater(to, 0)
+
+    def test_3a_prefix_hits_fork_on_the_workers_and_equal_misses(self):
+        base = [(k * 11) % 300 + 3 for k in range(40)]
+        before = self.server.metrics()
+        first = self.server.post("/v1/completions", {"prompt": base, "max_tokens": 3})
+        self.assertEqual(first.status_code, 200, first.text)
+        self.assertLess(first.json()["prefix_reused_tokens"], 40)
+        mid = self.server.metrics()
+        # The budget counts the rows parked on the workers: 40 positions of
+        # K, V and raw K over 4 layers of 2 kv heads x 16, plus a position.
+        self.assertEqual(mid[("lockstep_prefix_cache_bytes", ())]
+                         - before[("lockstep_prefix_cache_bytes", ())], 40 * (3 * 4 * 32 * 4 + 8))
+        for body in ({"prompt": base + [5, 6, 7], "max_tokens": 8},
+                     {"prompt": base + [9], "max_tokens": 8, "seed": 31337},  # greedy, any seed
+                     {"prompt": base + [5, 6, 7], "max_tokens": 8, "temperature": 0.8,
+                      "top_k": 25, "seed": 7}):
+            hits = self.server.metrics()[("lockstep_prefix_cache_hits_total", ())]
+            a = self.server.post("/v1/completions", body)
+            self.assertEqual(a.status_code, 200, a.text)
+            a = a.json()
+            self.assertSameAsSolo(body, a)
+            if body.get("temperature", 0) == 0:
+                self.assertGreaterEqual(a["prefix_reused_tokens"], 40)
+                self.assertEqual(self.server.metrics()[("lockstep_prefix_cache_hits_total", ())],
+                                 hits + 1)
+        # A sampled prompt is parked under its own parameters: the same
+        # request again reuses it.
+        again = self.server.post("/v1/completions", body).json()
+        self.assertEqual(again["prefix_reused_tokens"], 42)  # all but the last token
+        self.assertEqual(again["receipt"], a["receipt"])
 
     def test_4_killed_worker_fails_requests_clearly_and_server_stays_up(self):
         kids = self.workers()
