@@ -116,7 +116,29 @@ void StageHost::Forward(const wire::Message& m, std::vector<Outgoing>* out) cons
 
 // ---- assignment -------------------------------------------------------------
 
+bool StageHost::SameStage(const wire::Assign& m) const {
+  const wire::Assign& a = assign_;
+  return stage_ && a.model_dir == m.model_dir &&
+         a.expected_weights_sha256 == m.expected_weights_sha256 &&
+         a.expected_config_sha256 == m.expected_config_sha256 &&
+         a.expected_tokenizer_sha256 == m.expected_tokenizer_sha256 &&
+         a.layer_lo == m.layer_lo && a.layer_hi == m.layer_hi && a.is_first == m.is_first &&
+         a.is_last == m.is_last && a.worker_index == m.worker_index;
+}
+
+void StageHost::Rewire(const wire::Assign& m, std::vector<Outgoing>* out) {
+  assign_ = m;
+  if (!m.is_last) {
+    out->push_back(Outgoing{Outgoing::To::kConnectNext, {}, m.next_hop,
+                            "stage " + std::to_string(m.worker_index + 1), false, 0});
+  }
+  const wire::AssignAck ack{m.worker_index, m.layer_lo, m.layer_hi, ResidentBytes()};
+  out->push_back(
+      Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(ack), "", "", false, 0});
+}
+
 void StageHost::OnAssign(const wire::Assign& m, std::vector<Outgoing>* out) {
+  if (SameStage(m)) return Rewire(m, out);
   stage_ = LoadedStage{};
   sessions_.clear();
   scratch_ = ForwardScratch();

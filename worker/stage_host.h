@@ -103,7 +103,13 @@ class StageHost {
     Status failed;  // sticky: every later request of the session reports it
   };
 
+  // An Assign of the stage already loaded (same model, hashes, layers,
+  // first/last, index) only re-wires it: the next hop and keys change, the
+  // stage and its sessions stay (how a recovery re-wires the neighbours of
+  // a rebuilt stage). Any other Assign loads afresh and drops every session.
   void OnAssign(const wire::Assign& m, std::vector<Outgoing>* out);
+  bool SameStage(const wire::Assign& m) const;
+  void Rewire(const wire::Assign& m, std::vector<Outgoing>* out);
   Status LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* out);
   Status OnOpen(const wire::SessionOpen& m);
   Status OnTokens(const wire::TokenInput& m, std::vector<Outgoing>* out);
