@@ -51,6 +51,35 @@ std::string Resolve(const std::string& base_dir, const std::string& path) {
   return (std::filesystem::path(base_dir) / path).string();
 }
 
+Status ReadSpares(const json& v, const std::string& name, const std::string& base_dir,
+                  ClusterConfig* c) {
+  if (!v.is_array()) return Bad(name, "spares", "must be a list of {\"endpoint\", \"key\"}");
+  for (const json& s : v) {
+    if (!s.is_object() || !s.contains("endpoint") || !s["endpoint"].is_string()) {
+      return Bad(name, "spares", "entry " + s.dump() + " has no \"endpoint\" string");
+    }
+    for (const auto& [field, value] : s.items()) {
+      if (field != "endpoint" && field != "key") {
+        return Bad(name, "spares", "entry field \"" + field + "\" is not a known field");
+      }
+    }
+    SpareWorker spare{s["endpoint"].get<std::string>(), ""};
+    const Status valid = wire::ValidateEndpoint(spare.endpoint, wire::EndpointUse::kConnect);
+    if (!valid.ok()) return Bad(name, "spares", valid.message());
+    if (s.contains("key")) {
+      if (!s["key"].is_string() || s["key"].get<std::string>().empty()) {
+        return Bad(name, "spares", "entry " + s.dump() + ": \"key\" must be a public key file");
+      }
+      Result<keys::PublicIdentity> pub =
+          keys::ReadPublicIdentity(Resolve(base_dir, s["key"].get<std::string>()));
+      if (!pub.ok()) return pub.status().WithContext(name + ": \"spares\"");
+      spare.key = pub->curve_public_z85;
+    }
+    c->spares.push_back(std::move(spare));
+  }
+  return Status::Ok();
+}
+
 Status ReadKey(const std::string& key, const json& v, const std::string& name,
                const std::string& base_dir, ClusterConfig* c) {
   if (key == "model") {
@@ -106,6 +135,8 @@ Status ReadKey(const std::string& key, const json& v, const std::string& name,
       if (!pub.ok()) return pub.status().WithContext(name + ": \"worker_keys\"");
       c->worker_keys.push_back(pub->curve_public_z85);
     }
+  } else if (key == "spares") {
+    return ReadSpares(v, name, base_dir, c);
   } else {
     return Bad(name, key, "is not a known key");
   }
@@ -129,11 +160,15 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   }
   if (c.model_dir.empty()) return Bad(name, "model", "is required");
   if (c.workers.empty()) return Bad(name, "workers", "is required");
-  const bool networked = std::any_of(c.workers.begin(), c.workers.end(), [](const std::string& w) {
-    return !wire::IsInprocEndpoint(w);
-  });
+  const bool networked =
+      std::any_of(c.workers.begin(), c.workers.end(),
+                  [](const std::string& w) { return !wire::IsInprocEndpoint(w); }) ||
+      std::any_of(c.spares.begin(), c.spares.end(),
+                  [](const SpareWorker& s) { return !wire::IsInprocEndpoint(s.endpoint); });
   if (c.insecure || !networked) {
-    if (!c.key.public_z85.empty() || !c.worker_keys.empty()) {
+    const bool spare_keys = std::any_of(c.spares.begin(), c.spares.end(),
+                                        [](const SpareWorker& s) { return !s.key.empty(); });
+    if (!c.key.public_z85.empty() || !c.worker_keys.empty() || spare_keys) {
       return Bad(name, "insecure", "contradicts \"key\" / \"worker_keys\": choose one");
     }
     return c;
@@ -147,6 +182,9 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
     return Bad(name, "worker_keys",
                "must list one public key file per worker (" + std::to_string(c.workers.size()) +
                    "), got " + std::to_string(c.worker_keys.size()));
+  }
+  for (const SpareWorker& s : c.spares) {
+    if (s.key.empty()) return Bad(name, "spares", "entry " + s.endpoint + " needs a \"key\"");
   }
   return c;
 }

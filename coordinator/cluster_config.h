@@ -8,7 +8,8 @@
 //    "key": "coordinator.key",               // this coordinator's key file
 //    "worker_keys": ["w0.pub", ...],         // one per worker, same order
 //    "insecure": false,
-//    "ship_logits": false}                   // logits to the coordinator (see below)
+//    "ship_logits": false,                   // logits to the coordinator (see below)
+//    "spares": [{"endpoint": "tcp://10.0.0.9:5555", "key": "w9.pub"}]}
 //
 // Links are CURVE (wire/link_security.h): the coordinator presents "key"
 // (written by `lockstep keygen`) and pins each worker's public key from
@@ -20,6 +21,10 @@
 // "ship_logits": true sends every step's logits to the coordinator, which
 // chooses and folds them itself (same digests; for debugging and for a
 // coordinator that checks the logits).
+//
+// "spares" are idle workers a dead stage is rebuilt on (docs/deployment.md,
+// "Recovery"); each is used at most once. A spare may name a worker's own
+// address: a worker restarted there (same key) takes its stage back.
 //
 // A plan is one half-open layer range per worker, in pipeline order. It is
 // valid when it has exactly one non-empty range per worker, the ranges are
@@ -46,6 +51,13 @@ struct LayerRange {
   bool operator==(const LayerRange&) const = default;
 };
 
+// A worker held in reserve: its endpoint and pinned Z85 public key ("" on
+// insecure or inproc links).
+struct SpareWorker {
+  std::string endpoint;
+  std::string key;
+};
+
 struct ClusterConfig {
   std::string model_dir;
   ModelPins pins;
@@ -59,6 +71,7 @@ struct ClusterConfig {
   bool ship_logits = false;              // `--ship-logits`: logits to the coordinator
   wire::CurveKeyPair key;                // the coordinator's own CURVE key pair
   std::vector<std::string> worker_keys;  // Z85 public keys, `workers` order
+  std::vector<SpareWorker> spares;       // replacements for dead stages, in order of use
 };
 
 // Invalid naming the file and key for unknown keys, wrong types or values;

@@ -38,6 +38,7 @@ Coordinator::~Coordinator() {
     inbox_.Push(Command{Command::Kind::kStop, 0, 0, false, {}, nullptr});
     io_.join();
   }
+  for (Link& l : links_) l.monitor.Stop();
 }
 
 Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
@@ -57,9 +58,13 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
   LOCKSTEP_ASSIGN_OR_RETURN(std::vector<StageSpec> specs, ResolvePlan(config, c->model_.config));
   for (size_t k = 0; k < specs.size(); ++k) {
     c->workers_.push_back(WorkerInfo{k, config.workers[k], specs[k], {}, 0});
+    c->endpoints_.push_back(config.workers[k]);
+    c->keys_.push_back(k < config.worker_keys.size() ? config.worker_keys[k] : "");
   }
   LOCKSTEP_RETURN_IF_ERROR(c->Connect());
   LOCKSTEP_RETURN_IF_ERROR(c->Handshake(specs));
+  // Disconnects while connecting and loading are the handshake's business.
+  for (Link& l : c->links_) (void)l.monitor.TakeDisconnected();
   // Thread start is the happens-before edge handing the sockets over.
   c->io_ = std::thread([raw = c.get()] { raw->IoMain(); });
   return c;
@@ -75,6 +80,12 @@ milliseconds Coordinator::wait_bound() const {
   return config_.request_timeout + config_.heartbeat * config_.liveness + milliseconds(1000);
 }
 
+std::string Coordinator::Describe(size_t k) const {
+  WorkerInfo w = workers_[k];
+  w.endpoint = endpoints_[k];
+  return w.Describe();
+}
+
 Status Coordinator::health() const {
   std::lock_guard<std::mutex> lock(mu_);
   return broken_;
@@ -87,24 +98,49 @@ WireStats Coordinator::stats() const {
 
 // ---- handshake (caller's thread, before the I/O thread exists) --------------
 
-Status Coordinator::Connect() {
+Result<Coordinator::Link> Coordinator::MakeLink(const std::string& endpoint,
+                                                const std::string& key) const {
+  wire::TransportOptions transport;
+  transport.send_timeout = milliseconds(0);  // the I/O thread never blocks on a peer
+  transport.security.insecure = config_.insecure;
+  transport.security.own = config_.key;
+  transport.security.server_public_z85 = key;
+  LOCKSTEP_ASSIGN_OR_RETURN(wire::Client client,
+                            wire::Client::Connect(context_, endpoint, identity_, transport));
+  LOCKSTEP_ASSIGN_OR_RETURN(LinkMonitor monitor,
+                            LinkMonitor::Attach(context_, client.socket(), endpoint));
+  const auto now = Clock::now();
   const wire::HeartbeatOptions hb{config_.heartbeat, config_.liveness};
-  const std::string identity = wire::UnguessableIdentity("coordinator");
+  return Link{std::move(client), wire::PeerLiveness(hb, now), now, false, std::move(monitor), {}};
+}
+
+Status Coordinator::Connect() {
+  identity_ = wire::UnguessableIdentity("coordinator");
   for (size_t k = 0; k < workers_.size(); ++k) {
-    wire::TransportOptions transport;
-    transport.send_timeout = milliseconds(0);  // the I/O thread never blocks on a peer
-    transport.security.insecure = config_.insecure;
-    transport.security.own = config_.key;
-    if (k < config_.worker_keys.size()) {
-      transport.security.server_public_z85 = config_.worker_keys[k];
-    }
-    Result<wire::Client> client =
-        wire::Client::Connect(context_, workers_[k].endpoint, identity, transport);
-    if (!client.ok()) return client.status().WithContext(Describe(k));
-    const auto now = Clock::now();
-    links_.push_back(Link{std::move(client).value(), wire::PeerLiveness(hb, now), now});
+    Result<Link> link = MakeLink(endpoints_[k], keys_[k]);
+    if (!link.ok()) return link.status().WithContext(Describe(k));
+    links_.push_back(std::move(link).value());
   }
   return Status::Ok();
+}
+
+wire::Assign Coordinator::MakeAssign(size_t k) const {
+  const size_t n = workers_.size();
+  const StageSpec& spec = workers_[k].spec;
+  wire::Assign a;
+  a.model_dir = config_.model_dir;
+  a.expected_weights_sha256 = seed_.weights_sha256;
+  a.expected_config_sha256 = seed_.config_sha256;
+  a.expected_tokenizer_sha256 = seed_.tokenizer_sha256;
+  a.layer_lo = static_cast<uint32_t>(spec.lo);
+  a.layer_hi = static_cast<uint32_t>(spec.hi);
+  a.is_first = spec.first;
+  a.is_last = spec.last;
+  a.next_hop = k + 1 < n ? endpoints_[k + 1] : "";
+  a.worker_index = static_cast<uint32_t>(k);
+  if (k + 1 < n) a.next_hop_key = keys_[k + 1];
+  if (k > 0) a.upstream_key = keys_[k - 1];
+  return a;
 }
 
 Status Coordinator::SendTo(size_t k, std::span<const uint8_t> frame) {
@@ -120,20 +156,7 @@ Status Coordinator::SendTo(size_t k, std::span<const uint8_t> frame) {
 Status Coordinator::Handshake(const std::vector<StageSpec>& specs) {
   const size_t n = specs.size();
   for (size_t k = 0; k < n; ++k) {
-    wire::Assign a;
-    a.model_dir = config_.model_dir;
-    a.expected_weights_sha256 = seed_.weights_sha256;
-    a.expected_config_sha256 = seed_.config_sha256;
-    a.expected_tokenizer_sha256 = seed_.tokenizer_sha256;
-    a.layer_lo = static_cast<uint32_t>(specs[k].lo);
-    a.layer_hi = static_cast<uint32_t>(specs[k].hi);
-    a.is_first = specs[k].first;
-    a.is_last = specs[k].last;
-    a.next_hop = k + 1 < n ? workers_[k + 1].endpoint : "";
-    a.worker_index = static_cast<uint32_t>(k);
-    if (k + 1 < n && k + 1 < config_.worker_keys.size()) a.next_hop_key = config_.worker_keys[k + 1];
-    if (k > 0 && k - 1 < config_.worker_keys.size()) a.upstream_key = config_.worker_keys[k - 1];
-    LOCKSTEP_RETURN_IF_ERROR(SendTo(k, wire::MarshalMessage(a)));
+    LOCKSTEP_RETURN_IF_ERROR(SendTo(k, wire::MarshalMessage(MakeAssign(k))));
   }
   std::vector<bool> acked(n, false);
   const auto deadline = Clock::now() + config_.request_timeout;
@@ -142,6 +165,9 @@ Status Coordinator::Handshake(const std::vector<StageSpec>& specs) {
     const auto now = Clock::now();
     for (size_t k = 0; k < n; ++k) {
       if (acked[k]) continue;
+      if (Status refused = links_[k].monitor.Check(); !refused.ok()) {
+        return refused.WithContext(Describe(k));
+      }
       if (now >= deadline) {
         return TimeoutError(Describe(k) + " did not finish loading within " +
                             Ms(config_.request_timeout));
@@ -168,29 +194,31 @@ Status Coordinator::Handshake(const std::vector<StageSpec>& specs) {
       Result<wire::Message> m = wire::ParseMessage(in->bytes());
       if (!m.ok()) return m.status().WithContext("handshake with " + Describe(k));
       bool done = false;
-      LOCKSTEP_RETURN_IF_ERROR(OnHandshakeMessage(k, *m, &done));
+      LOCKSTEP_RETURN_IF_ERROR(OnHandshakeMessage(k, *m, &done, &workers_[k]));
       if (done) acked[k] = true;
     }
   }
   return Status::Ok();
 }
 
-Status Coordinator::OnHandshakeMessage(size_t k, const wire::Message& m, bool* acked) {
-  WorkerInfo& w = workers_[k];
+Status Coordinator::OnHandshakeMessage(size_t k, const wire::Message& m, bool* acked,
+                                       WorkerInfo* record) {
+  const StageSpec& spec = workers_[k].spec;
   if (auto* hello = std::get_if<wire::Hello>(&m)) {
     LOCKSTEP_RETURN_IF_ERROR(CheckHello(k, *hello));
-    w.hello = *hello;
+    links_[k].hello_seen = true;
+    if (record != nullptr) record->hello = *hello;
   } else if (auto* err = std::get_if<wire::ErrorReport>(&m)) {
     return Status(err->kind, Describe(k) + " refused the assignment: " + err->message);
   } else if (auto* ack = std::get_if<wire::AssignAck>(&m)) {
-    if (w.hello.worker_id.empty()) {
+    if (!links_[k].hello_seen) {
       return InvalidError(Describe(k) + " acknowledged without a Hello");
     }
-    if (ack->worker_index != k || ack->layer_lo != static_cast<uint32_t>(w.spec.lo) ||
-        ack->layer_hi != static_cast<uint32_t>(w.spec.hi)) {
+    if (ack->worker_index != k || ack->layer_lo != static_cast<uint32_t>(spec.lo) ||
+        ack->layer_hi != static_cast<uint32_t>(spec.hi)) {
       return InvalidError(Describe(k) + " acknowledged a different assignment");
     }
-    w.resident_bytes = ack->resident_bytes;
+    if (record != nullptr) record->resident_bytes = ack->resident_bytes;
     *acked = true;
   }
   return Status::Ok();
@@ -254,8 +282,9 @@ Result<std::unique_ptr<RemoteSession>> Coordinator::OpenSession(std::optional<in
       }
     }
   }
+  const uint64_t epoch = epoch_.load();
   Post(open.session_id, wire::MarshalMessage(open), false);
-  return std::make_unique<RemoteSession>(*this, open.session_id, 0, sampling);
+  return std::make_unique<RemoteSession>(*this, open, 0, sampling, epoch);
 }
 
 // ---- I/O thread -----------------------------------------------------------------
@@ -267,6 +296,7 @@ milliseconds Coordinator::NextWake(Clock::time_point now) const {
     if (l.liveness.DeathTime() > now) next = std::min(next, l.liveness.DeathTime());
   }
   for (const auto& [id, p] : pending_) next = std::min(next, p.deadline);
+  if (recovery_) next = std::min(next, recovery_->deadline);
   return std::max(milliseconds(0), std::chrono::ceil<milliseconds>(next - now));
 }
 
@@ -301,6 +331,9 @@ void Coordinator::OnCommand(Command& c) {
   switch (c.kind) {
     case Command::Kind::kRequest: {
       Status st = health();
+      if (st.ok() && recovery_) {
+        st = DisconnectedError(Describe(recovery_->stage) + " is being rebuilt on a spare");
+      }
       if (auto it = sticky_.find(c.session); st.ok() && it != sticky_.end()) {
         st = it->second;
         sticky_.erase(it);
@@ -312,7 +345,11 @@ void Coordinator::OnCommand(Command& c) {
     }
     case Command::Kind::kPost:
       if (c.release) sticky_.erase(c.session);
-      if (health().ok()) (void)SendTo(0, c.frame);
+      if (recovery_) {
+        deferred_.push_back(std::move(c.frame));  // sent once the pipeline is whole
+      } else if (health().ok()) {
+        (void)SendTo(0, c.frame);
+      }
       return;
     case Command::Kind::kShutdownWorkers:
       for (size_t k = 0; k < links_.size(); ++k) (void)SendTo(k, c.frame);
@@ -346,6 +383,7 @@ void Coordinator::OnMessage(size_t k, const wire::Incoming& in) {
     std::cerr << "lockstep coordinator: " << st.ToString() << "\n";
     return;
   }
+  if (recovery_ && OnRecoveryMessage(k, *parsed)) return;
   if (auto* logits = std::get_if<wire::Logits>(&*parsed)) {
     auto it = pending_.find(logits->session_id);
     if (it == pending_.end() || it->second.step != logits->step) return;  // stale
@@ -384,19 +422,21 @@ void Coordinator::Tick(Clock::time_point now) {
       l.last_heartbeat = now;
       (void)SendTo(k, heartbeat);
     }
+    if (Status refused = l.monitor.Check(); !refused.ok()) l.refused = refused;
+    if (l.monitor.TakeDisconnected() && health().ok()) {
+      OnDead(k, DisconnectedError(Describe(k) + " closed its connection (the worker exited, or "
+                                  "the link dropped and with it the frames in flight)"));
+      continue;
+    }
     if (l.liveness.IsDead(now) && health().ok()) {
-      const Status dead = DisconnectedError(
-          Describe(k) + " stopped answering: nothing received for " +
-          Ms(config_.heartbeat * config_.liveness) + " (heartbeat " + Ms(config_.heartbeat) +
-          " x liveness " + std::to_string(config_.liveness) + ")");
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        broken_ = dead;
-      }
-      dead_ = true;
-      FailAll(dead);
+      OnDead(k, DisconnectedError(Describe(k) + " stopped answering: nothing received for " +
+                                  Ms(config_.heartbeat * config_.liveness) + " (heartbeat " +
+                                  Ms(config_.heartbeat) + " x liveness " +
+                                  std::to_string(config_.liveness) + ")" +
+                                  (l.refused.ok() ? "" : "; " + l.refused.message())));
     }
   }
+  if (!dead_) CheckRecoveryDeadline(now);
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (now < it->second.deadline) {
       ++it;

@@ -10,16 +10,28 @@
 //
 // Threads: one I/O thread owns every socket (a DEALER per worker) and
 // sends heartbeats; session threads hand it commands through a Mailbox and
-// wait on futures. A worker silent for heartbeat * liveness fails every
-// request in flight, and every later one, with Disconnected naming its
-// endpoint and stage; a request unanswered for request_timeout fails with
+// wait on futures. A request unanswered for request_timeout fails with
 // Timeout. Nothing waits unboundedly.
+//
+// Recovery (docs/deployment.md): a worker silent for heartbeat * liveness
+// is dead. With a spare left in the config, the I/O thread assigns the dead
+// stage's layers to the next spare, then re-Assigns the two neighbours in
+// place (the previous stage's next hop becomes the spare, the next stage
+// accepts the spare as its upstream; their sessions are kept) and bumps
+// the recovery epoch. Requests in flight fail meanwhile; each RemoteSession
+// notices the new epoch, reopens itself under a fresh id and replays its
+// history (the same feeds, in the same chunks, and the same evictions), so
+// every stage's cache is rebuilt bit-identically, then retries its step.
+// With no spare left (or a failure during the re-wiring), every request in
+// flight, and every later one, fails with Disconnected naming the dead
+// worker's endpoint and stage, within heartbeat * liveness.
 //
 // Thread-safety: all public methods are thread-safe. The zmq context must
 // outlive the Coordinator, and the Coordinator every RemoteSession.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <future>
 #include <map>
 #include <memory>
@@ -34,6 +46,7 @@
 
 #include "base/status.h"
 #include "coordinator/cluster_config.h"
+#include "coordinator/link_monitor.h"
 #include "engine/decode.h"
 #include "engine/io/model_config.h"
 #include "engine/model_loader.h"
@@ -85,6 +98,8 @@ class Coordinator {
   const ModelConfig& model_config() const { return model_.config; }
   const ModelFiles& model_files() const { return model_.files; }
   const WitnessSeed& seed() const { return seed_; }
+  // The stages as the handshake at Start saw them (a recovery does not
+  // change this list).
   const std::vector<WorkerInfo>& workers() const { return workers_; }
   std::string plan_text() const;
 
@@ -114,6 +129,14 @@ class Coordinator {
   bool ship_logits() const { return config_.ship_logits; }
   // The longest a caller can wait for a Request (timeout plus detection).
   std::chrono::milliseconds wait_bound() const;
+  // Recoveries started so far: a session opened or rebuilt at an older
+  // epoch must rebuild itself before its next step.
+  uint64_t epoch() const { return epoch_.load(); }
+  // Waits until no recovery is in progress: Ok, or why the cluster is
+  // broken (no spare could take the dead stage), or Timeout.
+  Status AwaitRecovery() const;
+  // Stages rebuilt on a spare so far (any thread).
+  uint64_t recoveries() const;
 
  private:
   struct Command {
@@ -134,12 +157,28 @@ class Coordinator {
     wire::Client client;
     wire::PeerLiveness liveness;
     std::chrono::steady_clock::time_point last_heartbeat;
+    bool hello_seen = false;  // its worker sent the Hello of an Assign
+    LinkMonitor monitor;      // its failed CURVE handshakes
+    Status refused;           // the last one (named when the worker seems dead)
+  };
+  // A dead stage being rebuilt (I/O thread). kLoading: the spare loads the
+  // stage; kRewiring: the neighbours take the spare as next hop/upstream.
+  struct Recovery {
+    enum class Phase { kLoading, kRewiring };
+    size_t stage = 0;
+    Status cause;  // the death, naming the dead worker
+    Phase phase = Phase::kLoading;
+    std::vector<size_t> awaiting;  // stages whose AssignAck is due
+    std::chrono::steady_clock::time_point deadline;
   };
 
   Coordinator(zmq::context_t& context, ClusterConfig config);
   Status Connect();
+  Result<Link> MakeLink(const std::string& endpoint, const std::string& key) const;
+  wire::Assign MakeAssign(size_t k) const;
   Status Handshake(const std::vector<StageSpec>& specs);
-  Status OnHandshakeMessage(size_t k, const wire::Message& m, bool* acked);
+  // record: the WorkerInfo to fill in (the handshake at Start), or null.
+  Status OnHandshakeMessage(size_t k, const wire::Message& m, bool* acked, WorkerInfo* record);
   Status CheckHello(size_t k, const wire::Hello& hello) const;
   void IoMain();
   std::chrono::milliseconds NextWake(std::chrono::steady_clock::time_point now) const;
@@ -150,7 +189,15 @@ class Coordinator {
   void FailAll(const Status& st);
   void Tick(std::chrono::steady_clock::time_point now);
   Status SendTo(size_t k, std::span<const uint8_t> frame);
-  std::string Describe(size_t k) const { return workers_[k].Describe(); }
+  std::string Describe(size_t k) const;
+  // ---- recovery (I/O thread; coordinator_recovery.cc) ----
+  void OnDead(size_t k, const Status& dead);
+  void TrySpare();
+  bool OnRecoveryMessage(size_t k, const wire::Message& m);
+  void RecoveryFailed(const Status& st);
+  void AdvanceRecovery();
+  void CheckRecoveryDeadline(std::chrono::steady_clock::time_point now);
+  void Break(const Status& st);
 
   zmq::context_t& context_;
   ClusterConfig config_;
@@ -158,15 +205,25 @@ class Coordinator {
   WitnessSeed seed_;
   std::vector<WorkerInfo> workers_;
   std::vector<Link> links_;            // I/O thread (handshake: the caller)
+  std::vector<std::string> endpoints_;  // I/O thread: each stage's current worker
+  std::vector<std::string> keys_;       // I/O thread: their pinned keys ("" if none)
+  std::string identity_;                // this coordinator's DEALER identity
+  size_t next_spare_ = 0;               // I/O thread: config_.spares used so far
+  std::optional<Recovery> recovery_;    // I/O thread
+  std::vector<wire::Frame> deferred_;   // I/O thread: posts held during a recovery
   std::map<uint64_t, Pending> pending_;  // I/O thread
   std::map<uint64_t, Status> sticky_;    // I/O thread: errors with no request waiting
   bool dead_ = false;                    // I/O thread: a worker died (see broken_)
   Mailbox<Command> inbox_;
   std::thread io_;
   std::atomic<uint64_t> next_session_{1};
+  std::atomic<uint64_t> epoch_{0};
 
-  mutable std::mutex mu_;  // guards broken_ and stats_
+  mutable std::mutex mu_;  // guards broken_, recovering_, recoveries_ and stats_
+  mutable std::condition_variable recovered_;  // recovering_ cleared
   Status broken_;
+  bool recovering_ = false;
+  uint64_t recoveries_ = 0;
   WireStats stats_;
 };
 
@@ -174,12 +231,16 @@ class Coordinator {
 // the first stage and waits for the last stage's logits, and whose
 // FeedAndChoose hands the witness chain along with the tokens and gets back
 // the token, the logits' sha256 and the advanced chain (unless the cluster
-// ships logits, when it chooses from the logits itself). Released on the
-// workers when destroyed. Thread-compatible (one thread drives a session).
+// ships logits, when it chooses from the logits itself). It keeps its
+// history (every feed and eviction, 4 bytes per token fed) to rebuild
+// itself after a recovery (see Coordinator). Released on the workers when
+// destroyed. Thread-compatible (one thread drives a session).
 class RemoteSession final : public StepBackend {
  public:
-  RemoteSession(Coordinator& coordinator, uint64_t id, uint32_t cache_length,
-                const SamplingParams& sampling);
+  // open: the SessionOpen already posted for it (its id, window and
+  // sampling), kept to reopen the session after a recovery.
+  RemoteSession(Coordinator& coordinator, const wire::SessionOpen& open, uint32_t cache_length,
+                const SamplingParams& sampling, uint64_t epoch);
   ~RemoteSession() override;
   RemoteSession(const RemoteSession&) = delete;
   RemoteSession& operator=(const RemoteSession&) = delete;
@@ -195,19 +256,39 @@ class RemoteSession final : public StepBackend {
 
   // A new session holding a copy of this one's cache (prefix reuse).
   Result<std::unique_ptr<RemoteSession>> Fork();
-  uint64_t id() const { return id_; }
+  // The session's id on the workers (a rebuild gives it a fresh one).
+  uint64_t id() const { return open_.session_id; }
 
  private:
-  // Sends the tokens (with `handoff`, if any) and waits for the reply.
+  // What the session did to its cache, in order: the replay of a rebuild.
+  struct Op {
+    bool evict = false;
+    uint32_t a = 0;  // feed: tokens taken from fed_; evict: from
+    uint32_t b = 0;  // evict: count
+  };
+
+  // Sends the tokens (with `handoff`, if any) and waits for the reply,
+  // rebuilding the session first whenever a recovery happened since it was
+  // last built; records the feed in the history once it succeeded.
   Result<Coordinator::StepReply> Send(std::span<const uint32_t> tokens,
                                       std::optional<wire::ChainHandoff> handoff);
+  // One TokenInput at `first_position` and its reply, or the failure.
+  Result<Coordinator::StepReply> Exchange(std::span<const uint32_t> tokens,
+                                          uint32_t first_position,
+                                          std::optional<wire::ChainHandoff> handoff);
+  // Releases the session, reopens it under a fresh id and replays the
+  // history; `epoch` is the coordinator's epoch it is rebuilt for.
+  Status Rebuild(uint64_t epoch);
   Status CheckVocab(const char* what, uint64_t got) const;
 
   Coordinator& coordinator_;
-  uint64_t id_;
+  wire::SessionOpen open_;  // open_.session_id is the session's current id
   uint32_t length_;
   uint32_t step_ = 0;
   SamplingParams sampling_;
+  uint64_t epoch_;                // the recovery epoch it was (re)built at
+  std::vector<uint32_t> fed_;     // every token fed, in order
+  std::vector<Op> ops_;
 };
 
 }  // namespace lockstep

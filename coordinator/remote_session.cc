@@ -14,42 +14,90 @@ bool SameSampling(const SamplingParams& a, const SamplingParams& b) {
 
 }  // namespace
 
-RemoteSession::RemoteSession(Coordinator& coordinator, uint64_t id, uint32_t cache_length,
-                             const SamplingParams& sampling)
-    : coordinator_(coordinator), id_(id), length_(cache_length), sampling_(sampling) {}
+RemoteSession::RemoteSession(Coordinator& coordinator, const wire::SessionOpen& open,
+                             uint32_t cache_length, const SamplingParams& sampling, uint64_t epoch)
+    : coordinator_(coordinator),
+      open_(open),
+      length_(cache_length),
+      sampling_(sampling),
+      epoch_(epoch) {}
 
 RemoteSession::~RemoteSession() {
-  coordinator_.Post(id_, wire::MarshalMessage(wire::Release{id_}), /*release=*/true);
+  coordinator_.Post(id(), wire::MarshalMessage(wire::Release{id()}), /*release=*/true);
 }
 
 Result<Coordinator::StepReply> RemoteSession::Send(std::span<const uint32_t> tokens,
                                                    std::optional<wire::ChainHandoff> handoff) {
   if (tokens.empty()) return InvalidError("no tokens to feed");
+  // Retried only when a recovery started meanwhile; each one uses up a
+  // spare, so this runs at most spares + 1 times.
+  for (;;) {
+    const uint64_t seen = coordinator_.epoch();
+    Status st = seen == epoch_ ? coordinator_.AwaitRecovery() : Rebuild(seen);
+    if (st.ok()) {
+      Result<Coordinator::StepReply> got = Exchange(tokens, length_, handoff);
+      if (got.ok()) {
+        fed_.insert(fed_.end(), tokens.begin(), tokens.end());
+        ops_.push_back(Op{false, static_cast<uint32_t>(tokens.size()), 0});
+        length_ += static_cast<uint32_t>(tokens.size());
+        return got;
+      }
+      st = got.status();
+    }
+    if (coordinator_.epoch() == seen) return st;
+  }
+}
+
+Result<Coordinator::StepReply> RemoteSession::Exchange(std::span<const uint32_t> tokens,
+                                                       uint32_t first_position,
+                                                       std::optional<wire::ChainHandoff> handoff) {
   wire::TokenInput in;
   in.phase = tokens.size() > 1 ? wire::TokenInput::Phase::kPrefill
                                : wire::TokenInput::Phase::kDecode;
-  in.session_id = id_;
+  in.session_id = id();
   in.step = step_++;
-  in.first_position = length_;
+  in.first_position = first_position;
   in.token_ids.assign(tokens.begin(), tokens.end());
   in.handoff = std::move(handoff);
   std::future<Coordinator::ReplyResult> reply =
-      coordinator_.Request(id_, in.step, wire::MarshalMessage(in));
+      coordinator_.Request(id(), in.step, wire::MarshalMessage(in));
   if (reply.wait_for(coordinator_.wait_bound()) != std::future_status::ready) {
-    return TimeoutError("session " + std::to_string(id_) + " step " + std::to_string(in.step) +
+    return TimeoutError("session " + std::to_string(id()) + " step " + std::to_string(in.step) +
                         ": the coordinator did not answer within " +
                         std::to_string(coordinator_.wait_bound().count()) + " ms");
   }
-  Coordinator::ReplyResult got = reply.get();
-  if (!got.ok()) return got.status();
-  length_ += static_cast<uint32_t>(tokens.size());
-  return std::move(got).value();
+  return reply.get();
+}
+
+Status RemoteSession::Rebuild(uint64_t epoch) {
+  LOCKSTEP_RETURN_IF_ERROR(coordinator_.AwaitRecovery());
+  // A fresh id: frames of the old one may still be in flight somewhere in
+  // the pipeline, and their errors must not reach the rebuilt session.
+  coordinator_.Post(id(), wire::MarshalMessage(wire::Release{id()}), /*release=*/true);
+  open_.session_id = coordinator_.NewSessionId();
+  coordinator_.Post(id(), wire::MarshalMessage(open_), false);
+  uint32_t length = 0;
+  size_t next = 0;
+  for (const Op& op : ops_) {
+    if (op.evict) {
+      coordinator_.Post(id(), wire::MarshalMessage(wire::Evict{id(), op.a, op.b}), false);
+      length -= op.b;
+      continue;
+    }
+    const std::span<const uint32_t> tokens(fed_.data() + next, op.a);
+    next += op.a;
+    Result<Coordinator::StepReply> got = Exchange(tokens, length, std::nullopt);
+    if (!got.ok()) return got.status().WithContext("rebuilding session " + std::to_string(id()));
+    length += op.a;
+  }
+  epoch_ = epoch;
+  return Status::Ok();
 }
 
 Status RemoteSession::CheckVocab(const char* what, uint64_t got) const {
   const uint64_t vocab = static_cast<uint64_t>(coordinator_.model_config().vocab_size);
   if (got < vocab) return Status::Ok();
-  return CorruptError("session " + std::to_string(id_) + ": the last stage sent " + what + " " +
+  return CorruptError("session " + std::to_string(id()) + ": the last stage sent " + what + " " +
                       std::to_string(got) + ", the model's vocabulary has " +
                       std::to_string(vocab) + " entries");
 }
@@ -58,12 +106,12 @@ Status RemoteSession::Feed(std::span<const uint32_t> tokens, std::vector<float>*
   LOCKSTEP_ASSIGN_OR_RETURN(Coordinator::StepReply reply, Send(tokens, std::nullopt));
   auto* got = std::get_if<wire::Logits>(&reply);
   if (got == nullptr) {
-    return CorruptError("session " + std::to_string(id_) +
+    return CorruptError("session " + std::to_string(id()) +
                         ": the last stage sent a step result where logits were asked for");
   }
   const uint32_t vocab = static_cast<uint32_t>(coordinator_.model_config().vocab_size);
   if (got->vocab != vocab) {
-    return CorruptError("session " + std::to_string(id_) + ": the last stage sent " +
+    return CorruptError("session " + std::to_string(id()) + ": the last stage sent " +
                         std::to_string(got->vocab) + " logits, the model has " +
                         std::to_string(vocab));
   }
@@ -75,7 +123,7 @@ Result<StepOutcome> RemoteSession::FeedAndChoose(std::span<const uint32_t> token
                                                  const StepContext& ctx) {
   if (coordinator_.ship_logits()) return StepBackend::FeedAndChoose(tokens, ctx);
   if (!SameSampling(ctx.sampling, sampling_)) {
-    return InvalidError("session " + std::to_string(id_) +
+    return InvalidError("session " + std::to_string(id()) +
                         ": a step asks for other sampling parameters than the session was "
                         "opened with (they are fixed at OpenSession)");
   }
@@ -84,7 +132,7 @@ Result<StepOutcome> RemoteSession::FeedAndChoose(std::span<const uint32_t> token
       Send(tokens, wire::ChainHandoff{ctx.step, ctx.chain->Export()}));
   auto* got = std::get_if<wire::StepResult>(&reply);
   if (got == nullptr) {
-    return CorruptError("session " + std::to_string(id_) +
+    return CorruptError("session " + std::to_string(id()) +
                         ": the last stage sent logits where a step result was asked for "
                         "(a worker older than the chain handoff? --ship-logits works with it)");
   }
@@ -99,7 +147,8 @@ Status RemoteSession::Evict(uint32_t from, uint32_t count) {
                         std::to_string(uint64_t{from} + count) + ") of a cache of " +
                         std::to_string(length_) + " entries");
   }
-  coordinator_.Post(id_, wire::MarshalMessage(wire::Evict{id_, from, count}), false);
+  coordinator_.Post(id(), wire::MarshalMessage(wire::Evict{id(), from, count}), false);
+  ops_.push_back(Op{true, from, count});
   length_ -= count;
   return Status::Ok();
 }
@@ -107,9 +156,13 @@ Status RemoteSession::Evict(uint32_t from, uint32_t count) {
 Result<std::unique_ptr<RemoteSession>> RemoteSession::Fork() {
   LOCKSTEP_RETURN_IF_ERROR(coordinator_.health());
   const uint64_t child = coordinator_.NewSessionId();
-  coordinator_.Post(child, wire::MarshalMessage(wire::Fork{child, id_}), false);
-  auto forked = std::make_unique<RemoteSession>(coordinator_, child, length_, sampling_);
+  coordinator_.Post(child, wire::MarshalMessage(wire::Fork{child, id()}), false);
+  wire::SessionOpen open = open_;
+  open.session_id = child;
+  auto forked = std::make_unique<RemoteSession>(coordinator_, open, length_, sampling_, epoch_);
   forked->step_ = step_;
+  forked->fed_ = fed_;
+  forked->ops_ = ops_;
   return forked;
 }
 

@@ -68,10 +68,14 @@ std::string SelfExe() {
 
 Result<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Spawn(const WorkerSpawnOptions& o) {
   if (o.count < 1) return InvalidError("need at least one worker process");
+  if (o.spares < 0) return InvalidError("a negative number of spare workers");
   std::unique_ptr<WorkerProcesses> p(new WorkerProcesses());
-  LOCKSTEP_RETURN_IF_ERROR(p->MakeKeys(o.count));
-  for (int i = 0; i < o.count; ++i) {
-    LOCKSTEP_ASSIGN_OR_RETURN(std::string endpoint, p->SpawnOne(o, i));
+  p->options_ = o;
+  const int total = o.count + o.spares;
+  LOCKSTEP_RETURN_IF_ERROR(p->MakeKeys(total));
+  p->children_.assign(static_cast<size_t>(total), -1);
+  for (int i = 0; i < total; ++i) {
+    LOCKSTEP_ASSIGN_OR_RETURN(std::string endpoint, p->SpawnOne(o, i, "tcp://127.0.0.1:*"));
     p->endpoints_.push_back(std::move(endpoint));
   }
   return p;
@@ -103,14 +107,20 @@ std::vector<std::string> WorkerProcesses::worker_public_key_files() const {
 }
 
 void WorkerProcesses::ApplyTo(ClusterConfig* cfg) const {
-  cfg->workers = endpoints_;
+  const auto count = static_cast<size_t>(options_.count);
+  cfg->workers.assign(endpoints_.begin(), endpoints_.begin() + count);
   cfg->insecure = false;
   cfg->key = coordinator_key_;
-  cfg->worker_keys = worker_keys_;
+  cfg->worker_keys.assign(worker_keys_.begin(), worker_keys_.begin() + count);
+  cfg->spares.clear();
+  for (size_t i = count; i < endpoints_.size(); ++i) {
+    cfg->spares.push_back(SpareWorker{endpoints_[i], worker_keys_[i]});
+  }
 }
 
-std::vector<std::string> WorkerProcesses::Args(const WorkerSpawnOptions& o, int index) const {
-  std::vector<std::string> args = {o.exe, "worker", "--listen", "tcp://127.0.0.1:*",
+std::vector<std::string> WorkerProcesses::Args(const WorkerSpawnOptions& o, int index,
+                                               const std::string& listen) const {
+  std::vector<std::string> args = {o.exe, "worker", "--listen", listen,
                                    "--key", key_dir_ + "/w" + std::to_string(index),
                                    "--allow", coordinator_key_file() + ".pub",
                                    "--threads", std::to_string(o.compute.threads),
@@ -123,10 +133,11 @@ std::vector<std::string> WorkerProcesses::Args(const WorkerSpawnOptions& o, int 
   return args;
 }
 
-Result<std::string> WorkerProcesses::SpawnOne(const WorkerSpawnOptions& o, int index) {
+Result<std::string> WorkerProcesses::SpawnOne(const WorkerSpawnOptions& o, int index,
+                                              const std::string& listen) {
   // Everything is prepared before fork: the child only makes
   // async-signal-safe calls until exec.
-  std::vector<std::string> args = Args(o, index);
+  std::vector<std::string> args = Args(o, index, listen);
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -157,7 +168,7 @@ Result<std::string> WorkerProcesses::SpawnOne(const WorkerSpawnOptions& o, int i
     close(fds[0]);
     return IoError("fork: cannot spawn a worker");
   }
-  children_.push_back(pid);
+  children_[static_cast<size_t>(index)] = pid;
   const std::string who = "worker process " + std::to_string(pid) + " (" + o.exe + ")";
   Result<std::string> line = ReadLine(fds[0], Clock::now() + o.ready_timeout, who);
   close(fds[0]);
@@ -171,6 +182,17 @@ void WorkerProcesses::Kill(size_t i) {
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   pid = -1;
+}
+
+Status WorkerProcesses::Restart(size_t i) {
+  if (i >= endpoints_.size()) return InvalidError("no worker process " + std::to_string(i));
+  Kill(i);
+  LOCKSTEP_ASSIGN_OR_RETURN(std::string endpoint,
+                            SpawnOne(options_, static_cast<int>(i), endpoints_[i]));
+  if (endpoint != endpoints_[i]) {
+    return MismatchError("restarted worker listens on " + endpoint + ", not " + endpoints_[i]);
+  }
+  return Status::Ok();
 }
 
 void WorkerProcesses::Reap(milliseconds grace) {

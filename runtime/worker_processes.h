@@ -36,6 +36,9 @@ std::string SelfExe();
 struct WorkerSpawnOptions {
   std::string exe;  // the lockstep binary
   int count = 1;
+  // More workers, held in reserve: ApplyTo lists them as the config's
+  // "spares" (a dead stage is rebuilt on them).
+  int spares = 0;
   // Each worker computes with these kernels and threads (`--isa`,
   // `--threads`); the weight format is the worker's default.
   ComputeOptions compute;
@@ -51,8 +54,10 @@ class WorkerProcesses {
   WorkerProcesses(const WorkerProcesses&) = delete;
   WorkerProcesses& operator=(const WorkerProcesses&) = delete;
 
+  // Every child's endpoint: the `count` workers, then the spares.
   const std::vector<std::string>& endpoints() const { return endpoints_; }
-  // Sets cfg's workers, its coordinator key and the pinned worker keys.
+  // Sets cfg's workers, its coordinator key, the pinned worker keys and
+  // the spares.
   void ApplyTo(ClusterConfig* cfg) const;
   // The key files, for a cluster config file: the coordinator's secret key
   // file and each worker's public key file.
@@ -61,15 +66,22 @@ class WorkerProcesses {
   pid_t pid(size_t i) const { return children_[i]; }
   // SIGKILLs child i now (fault injection and error paths).
   void Kill(size_t i);
+  // Kills child i if it runs and starts a fresh one on the same endpoint
+  // with the same key (a worker restarted on its address).
+  Status Restart(size_t i);
   // Waits up to `grace` for every child to exit by itself, then kills the rest.
   void Reap(std::chrono::milliseconds grace);
 
  private:
   WorkerProcesses() = default;
   Status MakeKeys(int count);
-  std::vector<std::string> Args(const WorkerSpawnOptions& o, int index) const;
-  Result<std::string> SpawnOne(const WorkerSpawnOptions& o, int index);
+  std::vector<std::string> Args(const WorkerSpawnOptions& o, int index,
+                                const std::string& listen) const;
+  // Starts child `index` listening on `listen`; sets children_[index].
+  Result<std::string> SpawnOne(const WorkerSpawnOptions& o, int index,
+                               const std::string& listen);
 
+  WorkerSpawnOptions options_;
   std::vector<pid_t> children_;  // -1 once reaped
   std::vector<std::string> endpoints_;
   std::string key_dir_;

@@ -1,0 +1,56 @@
+// A coordinator that a worker does not trust learns why at once: its key
+// is refused (ZAP), named as such, instead of a handshake that times out.
+#include <gtest/gtest.h>
+
+#include "engine/ops/fp_env.h"
+#include "keys/identity.h"
+#include "runtime_test_util.h"
+
+namespace lockstep::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class AuthErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(ops::PinFpEnvironment().ok());
+    model_ = MakeModel("auth-errors", 4, 51);
+    auto procs = SpawnWorkerProcesses(2);
+    ASSERT_TRUE(procs.ok()) << procs.status().ToString();
+    procs_ = std::move(procs).value();
+    procs_->ApplyTo(&cfg_);
+    cfg_.model_dir = model_;
+    cfg_.heartbeat = 100ms;
+    cfg_.liveness = 50;           // 5 s: a refusal must not wait for this
+    cfg_.request_timeout = 20s;
+    const keys::Identity other = keys::GenerateIdentity().value();
+    other_ = {other.pub.curve_public_z85, other.curve_secret_z85};
+  }
+  std::string model_;
+  std::unique_ptr<runtime::WorkerProcesses> procs_;
+  ClusterConfig cfg_;
+  wire::CurveKeyPair other_;
+  zmq::context_t context_{1};
+};
+
+TEST_F(AuthErrors, AKeyOutsideTheAllowListIsReportedAsRefused) {
+  cfg_.key = other_;  // no worker allows it
+  const auto start = Clock::now();
+  auto c = Coordinator::Start(context_, cfg_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().kind(), ErrorKind::kInvalid) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("refused this coordinator's key"), std::string::npos)
+      << c.status().message();
+  EXPECT_NE(c.status().message().find(cfg_.workers[0]), std::string::npos) << c.status().message();
+  EXPECT_LT(Clock::now() - start, 3s);
+}
+
+TEST_F(AuthErrors, TheTrustedCoordinatorStillConnects) {
+  auto c = Coordinator::Start(context_, cfg_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+}
+
+}  // namespace
+}  // namespace lockstep::testing
