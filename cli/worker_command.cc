@@ -72,6 +72,7 @@ Status Serve(const WorkerCommandOptions& o) {
   options.model_dir_override = o.model_dir;
   options.compute.isa = o.isa;
   options.compute.threads = o.threads;
+  options.limits.kv_bytes_per_worker = o.kv_budget;
   LOCKSTEP_RETURN_IF_ERROR(LoadSecurity(o, &options.transport.security));
   const std::string curve_public = options.transport.security.own.public_z85;
   LOCKSTEP_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker,
@@ -106,6 +107,10 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerCommandOptions& o) {
   cmd->add_option("--threads", o.threads, "Compute threads per stage, including the compute thread")
       ->default_val(1)
       ->check(CLI::Range(1, 256));
+  cmd->add_option("--kv-budget", o.kv_budget,
+                  "KV cache bytes all sessions together may hold (default 4 GiB); a step or "
+                  "fork past it is refused as Overloaded")
+      ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
   cmd->add_option("--ready-fd", o.ready_fd,
                   "Once bound, write one JSON line {endpoint, curve_public, pid} to this descriptor")
       ->check(CLI::Range(0, 1 << 20));

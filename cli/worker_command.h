@@ -3,6 +3,8 @@
 // (lockstep keygen); --allow a coordinator's public key file (repeatable):
 // only those coordinators (and the upstream stages they assign) connect.
 // --threads/--isa: how its stages compute (the same bits for every choice).
+// --kv-budget BYTES: the KV cache memory all its sessions may hold
+// (Limits::kv_bytes_per_worker).
 // Once bound it prints "lockstep worker listening on ENDPOINT" (port
 // resolved) on stdout for people and, with --ready-fd N, writes one JSON
 // line to descriptor N and closes it, for the process that started it:
@@ -11,8 +13,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "base/limits.h"
 
 namespace lockstep::cli {
 
@@ -26,6 +31,7 @@ struct WorkerCommandOptions {
   std::string isa = "auto";
   size_t threads = 1;
   int ready_fd = -1;  // -1: no readiness line
+  uint64_t kv_budget = Limits{}.kv_bytes_per_worker;  // --kv-budget BYTES
 };
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerCommandOptions& opts);

@@ -85,6 +85,10 @@ void StageHost::Handle(const wire::Message& m, std::vector<Outgoing>* out) {
     if (auto* p = std::get_if<wire::Release>(&m)) OnRelease(*p);
     Forward(m, out);  // later stages stay in step even when this one failed
   }
+  if (st.kind() == ErrorKind::kOverloaded && assign_.is_first &&
+      std::holds_alternative<wire::TokenInput>(m)) {
+    return Report(st, true, session, out);  // refused before any stage ran it
+  }
   if (!st.ok()) {
     if (has_session) return FailSession(session, st, out);
     Report(st, false, 0, out);
@@ -245,6 +249,9 @@ Status StageHost::OnFork(const wire::Fork& m) {
     return InvalidError("fork: session " + std::to_string(m.new_session_id) + " already exists");
   }
   LOCKSTEP_ASSIGN_OR_RETURN(Session * src, Find(m.source_session_id));
+  LOCKSTEP_RETURN_IF_ERROR(
+      CheckKvBudget(src->cache.size(), "fork of session " + std::to_string(m.source_session_id) +
+                                           " into " + std::to_string(m.new_session_id)));
   sessions_.try_emplace(m.new_session_id, src->cache.Clone(), src->sampling);
   return Status::Ok();
 }
@@ -265,11 +272,37 @@ Status StageHost::CheckPosition(const Session& s, uint32_t first_position, size_
   return Status::Ok();
 }
 
+uint64_t StageHost::kv_entry_bytes() const {
+  if (!stage_) return 0;
+  const ModelConfig& c = stage_->config();
+  const uint64_t width = uint64_t(c.num_kv_heads) * uint64_t(c.head_dim);
+  return uint64_t{assign_.layer_hi - assign_.layer_lo} * width * 3 * sizeof(float) +
+         sizeof(int64_t);
+}
+
+uint64_t StageHost::kv_entries() const {
+  uint64_t n = 0;
+  for (const auto& [id, s] : sessions_) n += s.cache.size();
+  return n;
+}
+
+Status StageHost::CheckKvBudget(uint64_t entries, const std::string& what) const {
+  const uint64_t per = kv_entry_bytes();
+  const uint64_t held = kv_entries() + batch_entries_;
+  if (per == 0 || kv_budget_ / per >= held + entries) return Status::Ok();
+  const uint64_t asked = (held + entries) > UINT64_MAX / per ? UINT64_MAX : (held + entries) * per;
+  return OverLimit(ErrorKind::kOverloaded, "kv_bytes_per_worker",
+                   what + " (KV bytes of all sessions on " + Who() + ")", asked, kv_budget_);
+}
+
 Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
   if (!assign_.is_first) return InvalidError("token input sent to a stage that is not first");
   if (m.token_ids.empty()) return InvalidError("token input without tokens");
   LOCKSTEP_ASSIGN_OR_RETURN(Session * s, Find(m.session_id));
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.token_ids.size()));
+  LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(m.token_ids.size(),
+                                         "session " + std::to_string(m.session_id) + " step " +
+                                             std::to_string(m.step)));
   LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
   *in = Input{s, m.session_id, m.step, m.first_position, m.token_ids.size(), &m.handoff};
   return Status::Ok();
@@ -288,6 +321,8 @@ Status StageHost::AcceptHidden(const wire::HiddenFrame& m, Input* in) {
                         " but this stage starts at layer " + std::to_string(assign_.layer_lo));
   }
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.seq));
+  LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(
+      m.seq, "session " + std::to_string(m.session_id) + " step " + std::to_string(m.step)));
   hidden_.assign(m.payload.begin(), m.payload.end());
   *in = Input{s, m.session_id, m.step, m.first_position, m.seq, &m.handoff};
   return Status::Ok();
@@ -375,6 +410,7 @@ void StageHost::AcceptBatch(std::span<const wire::Message* const> messages,
                             std::vector<Outgoing>* out) {
   const size_t h = stage_->hidden();
   batch_inputs_.clear();
+  batch_entries_ = 0;
   for (const wire::Message* m : messages) {
     Input in;
     Status st;
@@ -390,12 +426,18 @@ void StageHost::AcceptBatch(std::span<const wire::Message* const> messages,
     }
     if (!st.ok()) {
       bool has = false;
-      FailSession(SessionOf(*m, &has), st, out);
+      if (st.kind() == ErrorKind::kOverloaded && assign_.is_first) {
+        Report(st, true, SessionOf(*m, &has), out);  // as Handle: the session stays usable
+      } else {
+        FailSession(SessionOf(*m, &has), st, out);
+      }
       continue;
     }
     std::copy(hidden_.begin(), hidden_.end(), batch_hidden_.begin() + batch_inputs_.size() * h);
     batch_inputs_.push_back(in);
+    ++batch_entries_;
   }
+  batch_entries_ = 0;
 }
 
 Status StageHost::ForwardAndEmit(const Input& in, std::vector<Outgoing>* out) {

@@ -88,6 +88,19 @@ class StageHost {
   // it arrived corrupt).
   void FailSession(uint64_t session_id, const Status& status, std::vector<Outgoing>* out);
 
+  // The KV memory budget (Limits::kv_bytes_per_worker): a step or fork
+  // whose entries would take the sessions' KV bytes (entries held x
+  // kv_entry_bytes(), capacity not counted) past it is refused with
+  // Overloaded naming the limit, before any work. A step refused so on the
+  // first stage leaves its session as it was (it may be retried); on a later
+  // stage the earlier ones have already run it, so the session fails.
+  void set_kv_budget(uint64_t bytes) { kv_budget_ = bytes; }
+  // Bytes one cache entry takes on this stage (K, pre-RoPE K and V of every
+  // layer held, plus its position); 0 before an Assign.
+  uint64_t kv_entry_bytes() const;
+  // Entries held by every session together.
+  uint64_t kv_entries() const;
+
   // Frees every session (their coordinator is gone); the stage stays loaded.
   void DropSessions() { sessions_.clear(); }
 
@@ -143,6 +156,9 @@ class StageHost {
                   std::vector<Outgoing>* out) const;
   // first_position follows the cache, and the n positions fit the model.
   Status CheckPosition(const Session& s, uint32_t first_position, size_t n) const;
+  // Ok when `entries` more (plus those reserved by the batch being
+  // gathered) fit the KV budget.
+  Status CheckKvBudget(uint64_t entries, const std::string& what) const;
   void Forward(const wire::Message& message, std::vector<Outgoing>* out) const;
   void Report(const Status& st, bool has_session, uint64_t session_id,
               std::vector<Outgoing>* out) const;
@@ -164,6 +180,8 @@ class StageHost {
   SamplingScratch sampling_;             // last stage: ChooseToken's buffers
   uint64_t batched_steps_ = 0;
   uint64_t batched_rows_ = 0;
+  uint64_t kv_budget_ = UINT64_MAX;
+  uint64_t batch_entries_ = 0;  // rows accepted into the batch being gathered
 };
 
 // The process's resident set size (VmRSS) in bytes; 0 if unreadable.

@@ -79,6 +79,7 @@ void Worker::ComputeMain(std::promise<Status>* pinned) {
     host.set_observe_hidden_for_testing(options_.observe_hidden_for_testing);
   }
   host.set_max_batch(options_.max_batch);
+  host.set_kv_budget(options_.limits.kv_bytes_per_worker);
   Compute c{host, {}, {}, {}};
   c.works.reserve(host.max_batch() + 1);
   c.batch.reserve(host.max_batch());
