@@ -70,14 +70,16 @@ void KvCache::Reserve(size_t entries) {
   for (std::vector<float>& rows : kraw_) rows.reserve(entries * kv_width_);
 }
 
-// Every buffer to `entries` entries; the padding lanes of the last tile
-// are zeroed (entries that were evicted may have left bytes there).
-void KvCache::Resize(size_t entries) {
+// Every buffer from `old` to `entries` entries. New lanes arrive zeroed
+// (new tiles from resize, the last tile's padding by the invariant); when
+// shrinking, the lanes left behind in the new last tile are zeroed.
+void KvCache::Resize(size_t old, size_t entries) {
   const size_t padded = TilesFor(entries) * kTile, hd = head_dim_;
+  const size_t dirty = std::min(old, padded);  // lanes [entries, dirty) hold old entries
   for (size_t i = 0; i < k_.size(); ++i) {
     k_[i].resize(padded * hd, 0.0f);
     v_[i].resize(padded * hd, 0.0f);
-    for (size_t e = entries; e < padded; ++e) {
+    for (size_t e = entries; e < dirty; ++e) {
       for (size_t d = 0; d < hd; ++d) k_[i][KAt(e, d, hd)] = 0.0f;
       std::fill_n(v_[i].begin() + static_cast<ptrdiff_t>(e * hd), hd, 0.0f);
     }
@@ -89,7 +91,7 @@ size_t KvCache::Append(size_t n, int64_t first_pos) {
   assert(positions_.empty() || first_pos > positions_.back());
   const size_t start = positions_.size();
   for (size_t i = 0; i < n; ++i) positions_.push_back(first_pos + static_cast<int64_t>(i));
-  Resize(positions_.size());
+  Resize(start, positions_.size());
   return start;
 }
 
@@ -166,7 +168,7 @@ Status KvCache::Evict(size_t from, size_t count) {
                         std::to_string(len));
   }
   for (size_t e = from; e + count < len; ++e) MoveEntry(e + count, e);  // splice
-  Resize(len - count);
+  Resize(len, len - count);
   positions_.erase(positions_.begin() + static_cast<ptrdiff_t>(from),
                    positions_.begin() + static_cast<ptrdiff_t>(from + count));
   for (size_t e = 0; e < positions_.size(); ++e) {

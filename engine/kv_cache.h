@@ -96,7 +96,7 @@ class KvCache {
   KvCache() = default;
   size_t Index(int layer) const { return static_cast<size_t>(layer - lo_); }
   size_t Head(int layer, size_t h) const { return Index(layer) * kv_heads_ + h; }
-  void Resize(size_t entries);  // every buffer to `entries`, padding zeroed
+  void Resize(size_t old, size_t entries);  // every buffer, padding kept zero
   void MoveEntry(size_t from, size_t to);
   void Rerotate(size_t entry);
 

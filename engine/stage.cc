@@ -314,7 +314,7 @@ void Stage::AttendSplit(int layer, size_t n, ForwardScratch& s) const {
       const size_t t0 = std::max(lo / T, c * kChunkTiles);
       const size_t t1 = std::min((end + T - 1) / T, (c + 1) * kChunkTiles);
       if (t0 >= t1) continue;
-      const size_t at = (i * heads + h * group);
+      const size_t at = i * heads + h * group;
       kernels_.attend_scores(s.q.data() + at * hd, group, s.rows[i].cache->k_tiles(layer, h), t0,
                              t1, hd, attn_scale_, s.scores.data() + at * ss, ss);
     }
@@ -332,7 +332,7 @@ void Stage::AttendSplit(int layer, size_t n, ForwardScratch& s) const {
       const size_t i = item / (kvh * blocks), h = item / blocks % kvh, d0 = item % blocks * kMixDims;
       size_t lo, end;
       visible(i, &lo, &end);
-      const size_t at = (i * heads + h * group);
+      const size_t at = i * heads + h * group;
       kernels_.attend_mix(s.scores.data() + at * ss, group, ss, s.rows[i].cache->v_rows(layer, h),
                           lo, end, hd, d0, std::min(d0 + kMixDims, hd), s.mixed.data() + at * hd);
     }
