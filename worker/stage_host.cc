@@ -132,6 +132,10 @@ bool StageHost::SameStage(const wire::Assign& m) const {
 
 void StageHost::Rewire(const wire::Assign& m, std::vector<Outgoing>* out) {
   assign_ = m;
+  // Its sender may be a coordinator that has not seen this worker yet (one
+  // restarted with the same key): every Assign is answered Hello, then ack.
+  out->push_back(
+      Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(hello_), "", "", false, 0});
   if (!m.is_last) {
     out->push_back(Outgoing{Outgoing::To::kConnectNext, {}, m.next_hop,
                             "stage " + std::to_string(m.worker_index + 1), false, 0});
@@ -169,6 +173,7 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
   hello.isa = ops::IsaName() + "/" + (kernels ? kernels->name : compute_.isa);
   out->push_back(
       Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(hello), "", "", false, 0});
+  hello_ = hello;
   LOCKSTEP_RETURN_IF_ERROR(
       CompareHash("weights_sha256", m.expected_weights_sha256, model.hashes.weights));
   LOCKSTEP_RETURN_IF_ERROR(

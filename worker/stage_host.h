@@ -119,7 +119,8 @@ class StageHost {
   // An Assign of the stage already loaded (same model, hashes, layers,
   // first/last, index) only re-wires it: the next hop and keys change, the
   // stage and its sessions stay (how a recovery re-wires the neighbours of
-  // a rebuilt stage). Any other Assign loads afresh and drops every session.
+  // a rebuilt stage); it is answered Hello and AssignAck like any Assign.
+  // Any other Assign loads afresh and drops every session.
   void OnAssign(const wire::Assign& m, std::vector<Outgoing>* out);
   bool SameStage(const wire::Assign& m) const;
   void Rewire(const wire::Assign& m, std::vector<Outgoing>* out);
@@ -168,6 +169,7 @@ class StageHost {
   ComputeOptions compute_;
   std::function<void(const wire::HiddenFrame&)> observe_hidden_;
   wire::Assign assign_;                  // current assignment
+  wire::Hello hello_;                    // what it answered to it
   LoadedStage stage_;                    // empty until an Assign loaded
   std::map<uint64_t, Session> sessions_;
   std::vector<float> hidden_;            // [n][hidden] scratch residual stream
