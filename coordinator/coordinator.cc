@@ -153,11 +153,18 @@ Status Coordinator::SendTo(size_t k, std::span<const uint8_t> frame) {
   return Status::Ok();
 }
 
+// The first stage is claimed before the others: its Assign is followed by a
+// probe heartbeat, answered after the worker admitted or refused the Assign
+// (one I/O thread, in order). Coordinators racing for the same workers all
+// start with the same first stage, so exactly one of them goes on to claim
+// the rest, and the others fail without holding any worker.
 Status Coordinator::Handshake(const std::vector<StageSpec>& specs) {
+  constexpr uint64_t kClaimProbe = 0x636c61696dULL;  // "claim"
   const size_t n = specs.size();
-  for (size_t k = 0; k < n; ++k) {
-    LOCKSTEP_RETURN_IF_ERROR(SendTo(k, wire::MarshalMessage(MakeAssign(k))));
-  }
+  LOCKSTEP_RETURN_IF_ERROR(SendTo(0, wire::MarshalMessage(MakeAssign(0))));
+  LOCKSTEP_RETURN_IF_ERROR(
+      SendTo(0, wire::MarshalMessage(wire::Heartbeat{kClaimProbe, "coordinator"})));
+  bool claimed = false;
   std::vector<bool> acked(n, false);
   const auto deadline = Clock::now() + config_.request_timeout;
   std::vector<zmq_pollitem_t> items(n);
@@ -193,6 +200,13 @@ Status Coordinator::Handshake(const std::vector<StageSpec>& specs) {
       links_[k].liveness.OnReceived(Clock::now());
       Result<wire::Message> m = wire::ParseMessage(in->bytes());
       if (!m.ok()) return m.status().WithContext("handshake with " + Describe(k));
+      const auto* hb = std::get_if<wire::Heartbeat>(&*m);
+      if (k == 0 && !claimed && hb != nullptr && hb->sequence == kClaimProbe) {
+        claimed = true;
+        for (size_t j = 1; j < n; ++j) {
+          LOCKSTEP_RETURN_IF_ERROR(SendTo(j, wire::MarshalMessage(MakeAssign(j))));
+        }
+      }
       bool done = false;
       LOCKSTEP_RETURN_IF_ERROR(OnHandshakeMessage(k, *m, &done, &workers_[k]));
       if (done) acked[k] = true;
