@@ -366,6 +366,7 @@ void Coordinator::OnCommand(Command& c) {
       }
       return;
     case Command::Kind::kShutdownWorkers:
+      shutting_down_ = true;  // workers that exit now are not rebuilt on spares
       for (size_t k = 0; k < links_.size(); ++k) (void)SendTo(k, c.frame);
       return;
     case Command::Kind::kStop:

@@ -211,6 +211,7 @@ class Coordinator {
   size_t next_spare_ = 0;               // I/O thread: config_.spares used so far
   std::optional<Recovery> recovery_;    // I/O thread
   std::vector<wire::Frame> deferred_;   // I/O thread: posts held during a recovery
+  bool shutting_down_ = false;          // I/O thread: ShutdownWorkers was sent
   std::map<uint64_t, Pending> pending_;  // I/O thread
   std::map<uint64_t, Status> sticky_;    // I/O thread: errors with no request waiting
   bool dead_ = false;                    // I/O thread: a worker died (see broken_)

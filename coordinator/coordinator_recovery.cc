@@ -56,7 +56,7 @@ void Coordinator::OnDead(size_t k, const Status& dead) {
     }
     return;
   }
-  if (config_.spares.empty()) return Break(dead);
+  if (config_.spares.empty() || shutting_down_) return Break(dead);
   if (next_spare_ >= config_.spares.size()) {
     return Break(Status(dead.kind(), dead.message() + "; no spare left to rebuild its stage on"));
   }

@@ -129,6 +129,20 @@ TEST_F(Recovery, CoordinatorsOneAfterAnotherOnOneContextEachConnect) {
   }
 }
 
+TEST_F(Recovery, WorkersShutDownOnPurposeAreNotRebuilt) {
+  SetUpCluster(1);
+  if (HasFatalFailure()) return;
+  coordinator_->ShutdownWorkers("done");
+  const auto deadline = Clock::now() + 5s;
+  while (coordinator_->health().ok() && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(coordinator_->health().ok());
+  EXPECT_EQ(coordinator_->recoveries(), 0u);
+  // The workers' exit ends the cluster; no spare is brought in for them.
+  const std::string why = coordinator_->health().message();
+  EXPECT_EQ(why.find("spare"), std::string::npos) << why;
+  EXPECT_NE(why.find(cfg_.workers[0]), std::string::npos) << why;
+}
+
 TEST(RecoveryConfig, SparesNameAnEndpointAndAPinnedKey) {
   const std::string dir = MakeTempDir("spares-config");
   for (const char* name : {"coordinator", "w0", "s0"}) {
