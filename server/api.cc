@@ -181,15 +181,16 @@ void Api::Generate(const std::string& body, bool chat, Exchange& ex) {
     }
     if (r.stream && tokens.size() > before && !finish) {
       const Visible v = TextOf(tokens, ctx_, r.spec);
-      const size_t n = StreamableLength(v.text, r.spec);
-      if (n > sent) {
-        if (!ex.SendEvent(Dump(chunk(v.text.substr(sent, n - sent), nullptr)))) {
-          stream->Cancel();
-          ctx_.metrics->Error("client_disconnected");
-          return;
-        }
-        sent = n;
+      // An event for every step that produced tokens, even when their
+      // text is held back (incomplete UTF-8, a possible stop string): the
+      // client sees each token's timing, as OpenAI's one chunk per token.
+      const size_t n = std::max(sent, StreamableLength(v.text, r.spec));
+      if (!ex.SendEvent(Dump(chunk(v.text.substr(sent, n - sent), nullptr)))) {
+        stream->Cancel();
+        ctx_.metrics->Error("client_disconnected");
+        return;
       }
+      sent = n;
     }
     if (finish) break;
   }
