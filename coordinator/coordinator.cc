@@ -96,6 +96,13 @@ WireStats Coordinator::stats() const {
   return stats_;
 }
 
+std::vector<StageReport> Coordinator::stage_reports() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<StageReport> out = reports_;
+  out.resize(workers_.size());
+  return out;
+}
+
 // ---- handshake (caller's thread, before the I/O thread exists) --------------
 
 Result<Coordinator::Link> Coordinator::MakeLink(const std::string& endpoint,
@@ -396,6 +403,12 @@ void Coordinator::OnMessage(size_t k, const wire::Incoming& in) {
       return Resolve(*session, st);
     }
     std::cerr << "lockstep coordinator: " << st.ToString() << "\n";
+    return;
+  }
+  if (auto* hb = std::get_if<wire::Heartbeat>(&*parsed)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reports_.size() <= k) reports_.resize(k + 1);
+    reports_[k] = StageReport{hb->compute_nanos, hb->bytes_to_next};
     return;
   }
   if (recovery_ && OnRecoveryMessage(k, *parsed)) return;

@@ -76,6 +76,13 @@ struct WireStats {
   uint64_t frames_sent = 0, frames_received = 0;
 };
 
+// What a worker reported in its last heartbeat reply (zero until then):
+// its stage's time on steps and the bytes it sent to the next stage.
+struct StageReport {
+  uint64_t compute_nanos = 0;
+  uint64_t bytes_to_next = 0;
+};
+
 class Coordinator {
  public:
   // What the last stage answers for a step: its logits, or (for a step
@@ -115,6 +122,7 @@ class Coordinator {
   // Ok, or why the cluster cannot serve any more (a dead worker).
   Status health() const;
   WireStats stats() const;
+  std::vector<StageReport> stage_reports() const;  // one per worker, in pipeline order
 
   // ---- for RemoteSession ----
   // Sends `frame` to the first stage and resolves with the Logits or
@@ -220,12 +228,13 @@ class Coordinator {
   std::atomic<uint64_t> next_session_{1};
   std::atomic<uint64_t> epoch_{0};
 
-  mutable std::mutex mu_;  // guards broken_, recovering_, recoveries_ and stats_
+  mutable std::mutex mu_;  // guards broken_, recovering_, recoveries_, stats_ and reports_
   mutable std::condition_variable recovered_;  // recovering_ cleared
   Status broken_;
   bool recovering_ = false;
   uint64_t recoveries_ = 0;
   WireStats stats_;
+  std::vector<StageReport> reports_;
 };
 
 // A session on a Coordinator: a StepBackend whose Feed sends the tokens to
@@ -255,6 +264,12 @@ class RemoteSession final : public StepBackend {
   Status Evict(uint32_t from, uint32_t count) override;
   uint32_t CacheLength() const override { return length_; }
 
+  // Feeds tokens whose outputs nobody needs (a prompt chunk that is not the
+  // last): sent with no_output, so the last stage computes no logits and
+  // replies nothing, and not awaited. A failure surfaces at the session's
+  // next awaited step (the coordinator keeps a session's first error).
+  Status FeedWithoutOutput(std::span<const uint32_t> tokens);
+
   // A new session holding a copy of this one's cache (prefix reuse).
   Result<std::unique_ptr<RemoteSession>> Fork();
   // The session's id on the workers (a rebuild gives it a fresh one).
@@ -281,6 +296,8 @@ class RemoteSession final : public StepBackend {
   // history; `epoch` is the coordinator's epoch it is rebuilt for.
   Status Rebuild(uint64_t epoch);
   Status CheckVocab(const char* what, uint64_t got) const;
+  // The next step's input (numbers the step).
+  wire::TokenInput NextInput(std::span<const uint32_t> tokens, uint32_t first_position);
 
   Coordinator& coordinator_;
   wire::SessionOpen open_;  // open_.session_id is the session's current id

@@ -51,13 +51,7 @@ Result<Coordinator::StepReply> RemoteSession::Send(std::span<const uint32_t> tok
 Result<Coordinator::StepReply> RemoteSession::Exchange(std::span<const uint32_t> tokens,
                                                        uint32_t first_position,
                                                        std::optional<wire::ChainHandoff> handoff) {
-  wire::TokenInput in;
-  in.phase = tokens.size() > 1 ? wire::TokenInput::Phase::kPrefill
-                               : wire::TokenInput::Phase::kDecode;
-  in.session_id = id();
-  in.step = step_++;
-  in.first_position = first_position;
-  in.token_ids.assign(tokens.begin(), tokens.end());
+  wire::TokenInput in = NextInput(tokens, first_position);
   in.handoff = std::move(handoff);
   std::future<Coordinator::ReplyResult> reply =
       coordinator_.Request(id(), in.step, wire::MarshalMessage(in));
@@ -67,6 +61,35 @@ Result<Coordinator::StepReply> RemoteSession::Exchange(std::span<const uint32_t>
                         std::to_string(coordinator_.wait_bound().count()) + " ms");
   }
   return reply.get();
+}
+
+wire::TokenInput RemoteSession::NextInput(std::span<const uint32_t> tokens,
+                                          uint32_t first_position) {
+  wire::TokenInput in;
+  in.phase = tokens.size() > 1 ? wire::TokenInput::Phase::kPrefill
+                               : wire::TokenInput::Phase::kDecode;
+  in.session_id = id();
+  in.step = step_++;
+  in.first_position = first_position;
+  in.token_ids.assign(tokens.begin(), tokens.end());
+  return in;
+}
+
+Status RemoteSession::FeedWithoutOutput(std::span<const uint32_t> tokens) {
+  if (tokens.empty()) return InvalidError("no tokens to feed");
+  for (;;) {  // rebuilt first after a recovery, as Send does
+    const uint64_t seen = coordinator_.epoch();
+    const Status st = seen == epoch_ ? coordinator_.AwaitRecovery() : Rebuild(seen);
+    if (st.ok()) break;
+    if (coordinator_.epoch() == seen) return st;
+  }
+  wire::TokenInput in = NextInput(tokens, length_);
+  in.no_output = true;
+  coordinator_.Post(id(), wire::MarshalMessage(in), false);
+  fed_.insert(fed_.end(), tokens.begin(), tokens.end());  // a rebuild replays it awaited
+  ops_.push_back(Op{false, static_cast<uint32_t>(tokens.size()), 0});
+  length_ += static_cast<uint32_t>(tokens.size());
+  return Status::Ok();
 }
 
 Status RemoteSession::Rebuild(uint64_t epoch) {

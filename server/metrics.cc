@@ -96,6 +96,18 @@ void Metrics::SetPrefixBytes(uint64_t bytes) {
   prefix_bytes_ = bytes;
 }
 
+void Metrics::SetStages(std::vector<double> compute_seconds, std::vector<Hop> hops) {
+  std::lock_guard<std::mutex> l(mu_);
+  stages_set_ = true;
+  stage_seconds_ = std::move(compute_seconds);
+  hops_ = std::move(hops);
+}
+
+void Metrics::SetSource(std::function<void()> refresh) {
+  std::lock_guard<std::mutex> l(source_mu_);
+  source_ = std::move(refresh);
+}
+
 void Metrics::SetWire(uint64_t to, uint64_t from) {
   std::lock_guard<std::mutex> l(mu_);
   wire_set_ = true;
@@ -110,6 +122,10 @@ void Metrics::SetQueue(size_t queued, size_t active) {
 }
 
 std::string Metrics::Render() const {
+  {
+    std::lock_guard<std::mutex> l(source_mu_);
+    if (source_) source_();
+  }
   std::lock_guard<std::mutex> l(mu_);
   std::string out;
   Head("lockstep_requests_total", "counter", "HTTP requests answered, by status", &out);
@@ -137,8 +153,24 @@ std::string Metrics::Render() const {
          static_cast<double>(prefix_reused_tokens_), &out);
   Scalar("lockstep_prefix_cache_bytes", "gauge", "Bytes held by the prefix cache",
          static_cast<double>(prefix_bytes_), &out);
-  Scalar("lockstep_stage_compute_seconds_total", "counter",
-         "Time in batched steps (in process: the forward passes; sharded: every stage and hop, round trip)", compute_seconds_, &out);
+  Head("lockstep_stage_compute_seconds_total", "counter",
+       "Time each pipeline stage spent on steps (in process: the one stage's forward passes; "
+       "sharded: as each worker reports in its heartbeat reply)",
+       &out);
+  if (!stages_set_) {
+    out += "lockstep_stage_compute_seconds_total{stage=\"0\"} " + Num(compute_seconds_) + "\n";
+  }
+  for (size_t k = 0; stages_set_ && k < stage_seconds_.size(); ++k) {
+    out += "lockstep_stage_compute_seconds_total{stage=\"" + std::to_string(k) + "\"} " +
+           Num(stage_seconds_[k]) + "\n";
+  }
+  if (stages_set_) {
+    Head("lockstep_hop_bytes_total", "counter",
+         "Bytes sent over each hop of the pipeline (the workers' as they report them)", &out);
+    for (const Hop& h : hops_) {
+      out += "lockstep_hop_bytes_total{hop=\"" + h.name + "\"} " + std::to_string(h.bytes) + "\n";
+    }
+  }
   if (wire_set_) {
     Head("lockstep_wire_bytes_total", "counter",
          "Bytes on the coordinator's links (to_workers: to the first stage; from_workers: "

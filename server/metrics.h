@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -41,10 +42,26 @@ class Metrics {
   // Sharded: bytes on the coordinator's links to its workers so far (the
   // hops coordinator -> first stage and last stage -> coordinator).
   void SetWire(uint64_t bytes_to_workers, uint64_t bytes_from_workers);
+  // Sharded: each stage's compute seconds as its worker last reported
+  // them, and bytes per hop ("coordinator->0", "0->1", ...,
+  // "K-1->coordinator"). In process the one stage's compute time is the
+  // steps' forward time.
+  struct Hop {
+    std::string name;
+    uint64_t bytes = 0;
+  };
+  void SetStages(std::vector<double> compute_seconds, std::vector<Hop> hops);
+
+  // Called at the start of every Render to refresh figures owned
+  // elsewhere (the cluster's links and workers); null: none. Setting it
+  // waits for a refresh in progress, so its owner may clear it and go.
+  void SetSource(std::function<void()> refresh);
 
   std::string Render() const;
 
  private:
+  mutable std::mutex source_mu_;  // held while the source runs
+  std::function<void()> source_;
   mutable std::mutex mu_;
   std::map<int, uint64_t> requests_;
   std::map<std::string, uint64_t> errors_;
@@ -54,6 +71,9 @@ class Metrics {
   double compute_seconds_ = 0;
   bool wire_set_ = false;
   uint64_t wire_to_ = 0, wire_from_ = 0;
+  bool stages_set_ = false;
+  std::vector<double> stage_seconds_;
+  std::vector<Hop> hops_;
   Histogram ttft_, itl_, batch_, step_;
 };
 

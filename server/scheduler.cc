@@ -68,7 +68,7 @@ struct Scheduler::Session {
   std::optional<KvCache> cache;           // in-process
   std::unique_ptr<RemoteSession> remote;  // on a cluster
   SamplingParams remote_sampling;         // what `remote` was opened with
-  std::vector<float> remote_logits;  // a backend that ships logits fills it
+  std::vector<float> remote_logits;  // --ship-logits: FeedAndChoose fills it
   StepOutcome outcome;               // of the last step fed on the cluster
   std::optional<WitnessChain> chain;
   size_t fed = 0;  // prompt tokens in the cache
@@ -94,10 +94,12 @@ Scheduler::Scheduler(SchedulerBackend backend, const WitnessSeed& seed, const To
       bytes_per_position_(KvBytesPerPosition(backend)),
       prefix_(options.prefix_budget_bytes, bytes_per_position_),
       remote_prefix_(options.prefix_budget_bytes, bytes_per_position_) {
+  if (cluster_ != nullptr) metrics_.SetSource([this] { ReportStages(); });
   thread_ = std::thread([this] { Loop(); });
 }
 
 Scheduler::~Scheduler() {
+  metrics_.SetSource(nullptr);
   if (thread_.joinable()) Shutdown(std::chrono::milliseconds(0));
 }
 
@@ -277,8 +279,12 @@ void Scheduler::StepCluster() {
     const bool chooses = s.fed + tokens.size() >= s.spec.prompt.size();
     // Every session's step is in flight at once, so the workers find them
     // queued together and batch them.
-    replies.push_back(std::async(std::launch::async, [&s, tokens, chooses] {
-      if (!chooses) return s.remote->Feed(tokens, &s.remote_logits);
+    if (!chooses) {  // a prompt chunk before the last: no output, no reply to wait for
+      replies.push_back(std::async(std::launch::deferred,
+                                   [&s, tokens] { return s.remote->FeedWithoutOutput(tokens); }));
+      continue;
+    }
+    replies.push_back(std::async(std::launch::async, [&s, tokens] {
       const StepContext ctx{static_cast<uint32_t>(s.generated.size()), s.remote_sampling,
                             &*s.chain, &s.sampling, &s.remote_logits};
       Result<StepOutcome> o = s.remote->FeedAndChoose(tokens, ctx);
@@ -291,8 +297,6 @@ void Scheduler::StepCluster() {
   for (auto& r : replies) got.push_back(r.get());
   if (batch.empty()) return;
   metrics_.Step(batch.size(), std::chrono::duration<double>(Clock::now() - t0).count());
-  const WireStats wire = cluster_->stats();
-  metrics_.SetWire(wire.bytes_sent, wire.bytes_received);
   for (size_t i = 0; i < batch.size(); ++i) {
     Session& s = *batch[i];
     if (!got[i].ok()) {
@@ -308,6 +312,22 @@ void Scheduler::StepCluster() {
     }
     OnOutcome(s, s.outcome);
   }
+}
+
+void Scheduler::ReportStages() {
+  const WireStats wire = cluster_->stats();
+  metrics_.SetWire(wire.bytes_sent, wire.bytes_received);
+  const std::vector<StageReport> reports = cluster_->stage_reports();
+  std::vector<double> seconds;
+  std::vector<Metrics::Hop> hops{{"coordinator->0", wire.bytes_sent}};
+  for (size_t k = 0; k < reports.size(); ++k) {
+    seconds.push_back(static_cast<double>(reports[k].compute_nanos) * 1e-9);
+    if (k + 1 < reports.size()) {
+      hops.push_back({std::to_string(k) + "->" + std::to_string(k + 1), reports[k].bytes_to_next});
+    }
+  }
+  hops.push_back({std::to_string(reports.size() - 1) + "->coordinator", wire.bytes_received});
+  metrics_.SetStages(std::move(seconds), std::move(hops));
 }
 
 void Scheduler::Step() {

@@ -88,6 +88,9 @@ class Scheduler {
   void AdmitCluster(std::unique_ptr<Session> s);
   void Step();
   void StepCluster();
+  // The cluster's link bytes, per-stage compute time and bytes per hop
+  // into the metrics (their source, run at each render).
+  void ReportStages();
   // The tokens `s` feeds this step (a prompt chunk within *budget, or its
   // last token); empty when the prefill budget is spent.
   std::span<const uint32_t> StepTokens(Session& s, size_t* budget);

@@ -52,6 +52,10 @@ Digest HiddenDigestOf(const HiddenFrame& h, std::span<const uint8_t> payload) {
     s.UpdateU32Le(h.handoff->decode_step);
     s.Update(h.handoff->chain_state.bytes);
   }
+  if (h.no_output) {  // one byte after the payload: no other form has that length
+    const uint8_t n = 'N';
+    s.Update({&n, 1});
+  }
   return s.Finalize();
 }
 
@@ -148,6 +152,7 @@ void WriteHidden(const HiddenFrame& h, schema::HiddenFrame::Builder out) {
   std::memcpy(out.initPayload(bytes.size()).begin(), bytes.data(), bytes.size());
   out.setDigest(DigestData(HiddenDigestOf(h, bytes)));
   if (h.handoff) WriteHandoff(*h.handoff, out.initHandoff());
+  out.setNoOutput(h.no_output);
 }
 
 Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in) {
@@ -163,6 +168,8 @@ Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in) {
       CheckPayloadSize(h.seq, h.hidden, payload.size(), "hidden frame"));
   LOCKSTEP_ASSIGN_OR_RETURN(h.handoff,
                             ReadHandoff(in.hasHandoff(), in.getHandoff(), "hidden frame"));
+  h.no_output = in.getNoOutput();
+  if (h.no_output && h.handoff) return CorruptError("hidden frame: noOutput with a chain handoff");
   const Digest want = HiddenDigestOf(h, {payload.begin(), payload.size()});
   LOCKSTEP_RETURN_IF_ERROR(
       CheckDigest(in.getDigest(), want, "hidden frame", h.session_id, h.step));

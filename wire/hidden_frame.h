@@ -42,6 +42,7 @@ struct HiddenFrame {
   uint32_t resume_layer = 0;    // first layer the receiver runs
   std::vector<float> payload;   // [seq][hidden] fp32 residual stream
   std::optional<ChainHandoff> handoff;  // carried on to the last stage
+  bool no_output = false;               // carried on: the last stage replies nothing
 };
 
 struct Logits {

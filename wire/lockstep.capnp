@@ -138,6 +138,10 @@ struct TokenInput {
   firstPosition @2 :UInt32;   # Position of tokenIds[0] in the sequence.
   tokenIds @3 :List(UInt32);
   handoff @4 :ChainHandoff;   # Null: the last stage replies with Logits.
+  noOutput @5 :Bool;          # The step's outputs are not needed (a prompt
+                              # chunk that is not the last): the last stage
+                              # computes no logits and replies nothing.
+                              # Refused together with a handoff.
 }
 
 struct HiddenFrame {
@@ -153,6 +157,8 @@ struct HiddenFrame {
   digest @7 :Data;            # 32 bytes; see "Frame digests" in the doc.
   handoff @8 :ChainHandoff;   # Carried on from the TokenInput; covered by
                               # the digest when present.
+  noOutput @9 :Bool;          # Carried on from the TokenInput; covered by
+                              # the digest when set.
 }
 
 struct Logits {
@@ -188,6 +194,12 @@ struct Heartbeat {
   # Either direction; any message also counts as a sign of life.
   sequence @0 :UInt64;
   sender @1 :Text;
+  # A worker's reply also reports its counters since it started (for the
+  # server's metrics; not part of any digest): nanoseconds its stage spent
+  # on steps (layers, logits, encoding their frames), and bytes it sent to
+  # the next stage. Zero in the coordinator's heartbeats.
+  computeNanos @2 :UInt64;
+  bytesToNext @3 :UInt64;
 }
 
 enum ErrorKind {

@@ -102,6 +102,7 @@ void Write(const TokenInput& m, s::Envelope::Builder e) {
   auto ids = out.initTokenIds(m.token_ids.size());
   for (size_t i = 0; i < m.token_ids.size(); ++i) ids.set(i, m.token_ids[i]);
   if (m.handoff) internal::WriteHandoff(*m.handoff, out.initHandoff());
+  out.setNoOutput(m.no_output);
 }
 
 void Write(const StepResult& m, s::Envelope::Builder e) {
@@ -143,6 +144,8 @@ void Write(const Heartbeat& m, s::Envelope::Builder e) {
   auto out = e.initHeartbeat();
   out.setSequence(m.sequence);
   out.setSender(m.sender);
+  out.setComputeNanos(m.compute_nanos);
+  out.setBytesToNext(m.bytes_to_next);
 }
 
 void Write(const ErrorReport& m, s::Envelope::Builder e) {
@@ -260,6 +263,10 @@ Result<Message> Read(s::TokenInput::Reader in, TokenInput::Phase phase) {
   for (uint32_t id : ids) m.token_ids.push_back(id);
   LOCKSTEP_ASSIGN_OR_RETURN(m.handoff,
                             internal::ReadHandoff(in.hasHandoff(), in.getHandoff(), NameOf(m)));
+  m.no_output = in.getNoOutput();
+  if (m.no_output && m.handoff) {
+    return CorruptError(std::string(NameOf(m)) + ": noOutput with a chain handoff");
+  }
   return Message(std::move(m));
 }
 
@@ -323,7 +330,8 @@ Result<Message> ReadEnvelope(s::Envelope::Reader e) {
     case W::RELEASE: return Message(Release{e.getRelease().getSessionId()});
     case W::HEARTBEAT: {
       auto in = e.getHeartbeat();
-      return Message(Heartbeat{in.getSequence(), in.getSender()});
+      return Message(Heartbeat{in.getSequence(), in.getSender(), in.getComputeNanos(),
+                               in.getBytesToNext()});
     }
     case W::ERROR: return Read(e.getError());
     case W::SHUTDOWN: return Message(Shutdown{e.getShutdown().getReason()});

@@ -87,6 +87,7 @@ struct TokenInput {
   uint32_t first_position = 0;
   std::vector<uint32_t> token_ids;  // [positions]
   std::optional<ChainHandoff> handoff;  // set: the last stage returns a StepResult
+  bool no_output = false;  // set: the last stage replies nothing (never with a handoff)
 };
 
 // The last stage's answer to a step that carried a ChainHandoff.
@@ -120,6 +121,8 @@ struct Release {
 struct Heartbeat {
   uint64_t sequence = 0;
   std::string sender;
+  uint64_t compute_nanos = 0;  // a worker's reply: its stage's compute time so far
+  uint64_t bytes_to_next = 0;  // a worker's reply: bytes sent to the next stage so far
 };
 
 // A failed request, as reported to a peer. `kind` is never kOk.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -28,6 +29,23 @@ Status CompareHash(const char* what, const Digest& expected, const Digest& actua
   return MismatchError(std::string(what) + " differs: assigned " + ToHex(expected) +
                        ", this worker's file has " + ToHex(actual));
 }
+
+// Adds the time from construction to destruction to *nanos.
+class ComputeTimer {
+ public:
+  explicit ComputeTimer(uint64_t* nanos) : nanos_(nanos), t0_(std::chrono::steady_clock::now()) {}
+  ~ComputeTimer() {
+    *nanos_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now() - t0_)
+                                         .count());
+  }
+  ComputeTimer(const ComputeTimer&) = delete;
+  ComputeTimer& operator=(const ComputeTimer&) = delete;
+
+ private:
+  uint64_t* nanos_;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 }  // namespace
 
@@ -309,7 +327,8 @@ Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
                                          "session " + std::to_string(m.session_id) + " step " +
                                              std::to_string(m.step)));
   LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
-  *in = Input{s, m.session_id, m.step, m.first_position, m.token_ids.size(), &m.handoff};
+  *in = Input{s,           m.session_id, m.step, m.first_position, m.token_ids.size(),
+              &m.handoff, m.no_output};
   return Status::Ok();
 }
 
@@ -329,7 +348,7 @@ Status StageHost::AcceptHidden(const wire::HiddenFrame& m, Input* in) {
   LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(
       m.seq, "session " + std::to_string(m.session_id) + " step " + std::to_string(m.step)));
   hidden_.assign(m.payload.begin(), m.payload.end());
-  *in = Input{s, m.session_id, m.step, m.first_position, m.seq, &m.handoff};
+  *in = Input{s, m.session_id, m.step, m.first_position, m.seq, &m.handoff, m.no_output};
   return Status::Ok();
 }
 
@@ -385,6 +404,7 @@ void StageHost::HandleDecodeBatch(std::span<const wire::Message* const> messages
         std::span<float>(batch_hidden_.data() + i * h, h),
         static_cast<int64_t>(batch_inputs_[i].first_pos), &batch_inputs_[i].session->cache});
   }
+  const ComputeTimer timer(&compute_nanos_);
   const Status st = stage_->ForwardBatch(batch_items_, scratch_);
   if (!st.ok()) {
     for (const Input& in : batch_inputs_) FailSession(in.session_id, st, out);
@@ -446,6 +466,10 @@ void StageHost::AcceptBatch(std::span<const wire::Message* const> messages,
 }
 
 Status StageHost::ForwardAndEmit(const Input& in, std::vector<Outgoing>* out) {
+  const ComputeTimer timer(&compute_nanos_);
+  if (assign_.is_last && in.no_output) {  // nobody needs the logits: none, and no reply
+    return stage_->Forward(hidden_, in.first_pos, in.session->cache, scratch_);
+  }
   const std::span<float> logits(batch_logits_.data(), assign_.is_last ? stage_->vocab() : 0);
   LOCKSTEP_RETURN_IF_ERROR(stage_->Step(hidden_, in.first_pos, in.session->cache, scratch_, logits));
   if (assign_.is_last) {
@@ -458,6 +482,7 @@ Status StageHost::ForwardAndEmit(const Input& in, std::vector<Outgoing>* out) {
 
 void StageHost::EmitOutcome(const Input& in, std::span<const float> logits,
                            std::vector<Outgoing>* out) {
+  if (in.no_output) return;
   if (in.handoff != nullptr && in.handoff->has_value()) {
     const wire::ChainHandoff& h = **in.handoff;
     Result<WitnessChain> chain = WitnessChain::Resume(h.chain_state);
@@ -485,7 +510,8 @@ void StageHost::EmitHidden(const Input& in, std::span<const float> rows,
                           static_cast<uint32_t>(h),
                           assign_.layer_hi,
                           std::vector<float>(rows.begin(), rows.end()),
-                          in.handoff != nullptr ? *in.handoff : std::nullopt};
+                          in.handoff != nullptr ? *in.handoff : std::nullopt,
+                          in.no_output};
   out->push_back(
       Outgoing{Outgoing::To::kNextStage, wire::MarshalHidden(frame), "", "", true, in.session_id});
 }

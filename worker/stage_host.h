@@ -83,6 +83,9 @@ class StageHost {
   // Passes that ran more than one session's row, and the rows they ran.
   uint64_t batched_steps() const { return batched_steps_; }
   uint64_t batched_rows() const { return batched_rows_; }
+  // Nanoseconds spent on steps (layers, logits, encoding their frames)
+  // since this host started.
+  uint64_t compute_nanos() const { return compute_nanos_; }
 
   // Marks a session failed and reports `status` for it (e.g. a frame for
   // it arrived corrupt).
@@ -140,6 +143,7 @@ class StageHost {
     uint32_t first_pos = 0;
     size_t n = 0;
     const std::optional<wire::ChainHandoff>* handoff = nullptr;  // the message's
+    bool no_output = false;  // the last stage computes no logits and replies nothing
   };
   Status AcceptTokens(const wire::TokenInput& m, Input* in);
   Status AcceptHidden(const wire::HiddenFrame& m, Input* in);
@@ -184,6 +188,7 @@ class StageHost {
   uint64_t batched_rows_ = 0;
   uint64_t kv_budget_ = UINT64_MAX;
   uint64_t batch_entries_ = 0;  // rows accepted into the batch being gathered
+  uint64_t compute_nanos_ = 0;
 };
 
 // The process's resident set size (VmRSS) in bytes; 0 if unreadable.

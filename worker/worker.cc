@@ -144,6 +144,7 @@ void Worker::Publish(Compute& c) {
   session_count_.store(c.host.session_count());
   batched_steps_.store(c.host.batched_steps());
   batched_rows_.store(c.host.batched_rows());
+  compute_nanos_.store(c.host.compute_nanos());
   for (Outgoing& o : c.out) outbox_.Push(std::move(o));
   c.out.clear();
 }
@@ -288,7 +289,8 @@ void Worker::OnIncoming(const wire::Incoming& in) {
   if (!parsed.ok()) return OnUnparsable(in, role, parsed.status());
   wire::Message& m = *parsed;
   if (auto* hb = std::get_if<wire::Heartbeat>(&m)) {
-    const wire::Heartbeat reply{hb->sequence, options_.name};
+    const wire::Heartbeat reply{hb->sequence, options_.name, compute_nanos_.load(),
+                                bytes_to_next_};
     (void)server_.Send(in.peer, wire::MarshalMessage(reply));
     return;
   }
@@ -389,6 +391,7 @@ void Worker::Deliver(Outgoing& o) {
         next_.emplace(std::move(c).value());
       }
       st = next_ ? next_->Send(o.frame) : InternalError("no next stage connected");
+      if (st.ok()) bytes_to_next_ += o.frame.size();
       if (!st.ok()) {
         st = DisconnectedError("cannot send to the next stage (" + next_label_ + "): " +
                                st.message());

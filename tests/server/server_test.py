@@ -410,8 +410,8 @@ class ApiTest(unittest.TestCase):
                          before[("lockstep_generated_tokens_total", ())] + 7)
         self.assertEqual(after[("lockstep_time_to_first_token_seconds_count", ())],
                          before[("lockstep_time_to_first_token_seconds_count", ())] + 1)
-        self.assertGreater(after[("lockstep_stage_compute_seconds_total", ())],
-                           before[("lockstep_stage_compute_seconds_total", ())])
+        self.assertGreater(after[("lockstep_stage_compute_seconds_total", (("stage", "0"),))],
+                           before[("lockstep_stage_compute_seconds_total", (("stage", "0"),))])
 
 
 class LimitsTest(unittest.TestCase):
@@ -608,6 +608,44 @@ class ShardedTest(unittest.TestCase):
         again = self.server.post("/v1/completions", body).json()
         self.assertEqual(again["prefix_reused_tokens"], 42)  # all but the last token
         self.assertEqual(again["receipt"], a["receipt"])
+
+    def test_3c_chunked_prefill_moves_no_logits(self):
+        # 200 prompt tokens in chunks of 64: the three chunks before the last
+        # carry no_output, so the last stage sends nothing back for them.
+        body = {"prompt": [(k * 13) % 400 + 100 for k in range(200)], "max_tokens": 1}
+        before = self.server.metrics()
+        a = self.server.post("/v1/completions", body)
+        self.assertEqual(a.status_code, 200, a.text)
+        after = self.server.metrics()
+        self.assertSameAsSolo(body, a.json())
+        moved = sum(after[("lockstep_wire_bytes_total", (("direction", d),))]
+                    - before[("lockstep_wire_bytes_total", (("direction", d),))]
+                    for d in ("to_workers", "from_workers"))
+        self.assertLessEqual(moved, 4 * 1024, "a chunk moved more than 1 KiB")
+
+    def test_3d_stage_compute_and_hop_bytes_move(self):
+        def stage_figures():
+            m = self.server.metrics()
+            compute = [m[("lockstep_stage_compute_seconds_total", (("stage", str(k)),))]
+                       for k in range(3)]
+            hops = [m[("lockstep_hop_bytes_total", (("hop", h),))]
+                    for h in ("coordinator->0", "0->1", "1->2", "2->coordinator")]
+            return compute, hops
+
+        self.server.post("/v1/completions", {"prompt": [8, 1, 8], "max_tokens": 2})
+        before = stage_figures()
+        a = self.server.post("/v1/completions", {"prompt": [7, 7, 1, 2], "max_tokens": 5})
+        self.assertEqual(a.status_code, 200, a.text)
+        deadline = time.time() + 10  # the workers report in their heartbeat replies
+        while True:
+            after = stage_figures()
+            moved = all(x > y for x, y in zip(after[0] + after[1], before[0] + before[1]))
+            if moved or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertTrue(moved, (before, after))
+        # A hidden frame of one row of the 64-wide model is more than 256 bytes.
+        self.assertGreater(after[1][1] - before[1][1], 5 * 256)
 
     def test_4_killed_worker_fails_requests_clearly_and_server_stays_up(self):
         kids = self.workers()
