@@ -138,12 +138,16 @@ def print_markdown(rows, bench):
         print("| %s | %d | %.1f | %.1fx | %.0f ms | %.0f ms | %.1f ms | %.1f ms | %.1f |" % (
             r["mode"], r["clients"], r["aggregate_tok_s"], r["aggregate_tok_s"] / base,
             r["ttft_p50_ms"], r["ttft_p99_ms"], r["itl_p50_ms"], r["itl_p99_ms"], r["load_avg"]))
+    print()
+    for r in rows:
+        if r["clients"] == 1:
+            print("- %s, 1 client: decode %.1f tok/s (1 / inter-token p50)" % (
+                r["mode"], 1e3 / r["itl_p50_ms"]))
     if bench:
         report, load = bench
-        keys = [k for k in ("decode_tok_s", "decode_cpu_share", "ttft_s") if k in report]
-        print()
-        print("`lockstep bench` on the same model (load avg %.1f): %s" % (
-            load, ", ".join("%s %s" % (k, report[k]) for k in keys)))
+        print("- `lockstep bench`, same model and threads (load avg %.1f): decode %.1f tok/s, "
+              "decode_cpu_share %.2f" % (load, report["decode_tok_s"],
+                                         report.get("decode_cpu_share", float("nan"))))
 
 
 def main():
@@ -169,6 +173,7 @@ def main():
     else:
         if not (args.lockstep and args.model):
             p.error("give --url, or --lockstep and --model")
+        bench = bench_decode(args)  # first, beside the 1-client rows
         for w in (int(x) for x in args.workers.split(",")):
             server = Server(args, w)
             try:
@@ -178,7 +183,6 @@ def main():
                     rows.append(dict(run(server.url, c, args), mode=mode))
             finally:
                 server.stop()
-        bench = bench_decode(args)
     if args.json:
         print(json.dumps({"rows": rows, "bench": bench[0] if bench else None}))
     elif args.markdown:
