@@ -102,6 +102,9 @@ Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,
         step == 0 ? std::span<const uint32_t>(req.prompt) : std::span<const uint32_t>(last);
     LOCKSTEP_ASSIGN_OR_RETURN(const StepOutcome o, backend.FeedAndChoose(tokens, ctx));
     out.logits_sha256.push_back(o.logits_sha256);
+    if (const auto trace = backend.StepTrace(); !trace.empty()) {
+      out.layer_digests.emplace_back(trace.begin(), trace.end());
+    }
     out.generated.push_back(o.token);
     last[0] = o.token;
     LOCKSTEP_RETURN_IF_ERROR(ApplyEvictions(backend, req, step));

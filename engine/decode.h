@@ -56,6 +56,10 @@ class StepBackend {
   // Removes cache entries [from, from+count) on every layer.
   virtual Status Evict(uint32_t from, uint32_t count) = 0;
   virtual uint32_t CacheLength() const = 0;
+  // A tracing backend: the sha256 of the hidden state after each layer of
+  // its last Feed/FeedAndChoose, layer 0 first (docs/receipts.md, trace).
+  // Empty when it does not trace.
+  virtual std::span<const Digest> StepTrace() const { return {}; }
 };
 
 struct DecodeRequest {
@@ -77,6 +81,8 @@ struct DecodeResult {
   // Per step: sha256 of that step's logits bytes (each float's bits as u32
   // LE, vocab entries in order), so receipts never need the logits.
   std::vector<Digest> logits_sha256;
+  // Per step, the backend's StepTrace ([step][layer]); empty when untraced.
+  std::vector<std::vector<Digest>> layer_digests;
 };
 
 // Checks a request (non-empty prompt, eviction steps < gen, the largest

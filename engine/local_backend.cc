@@ -17,9 +17,15 @@ LocalBackend::LocalBackend(const Stage& stage, KvCache cache)
 
 Status LocalBackend::Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) {
   if (tokens.empty()) return InvalidError("no tokens to feed");
+  trace_.Clear();
   LOCKSTEP_RETURN_IF_ERROR(stage_.Embed(tokens, &hidden_));
   logits->resize(stage_.vocab());
   return stage_.Step(hidden_, static_cast<int64_t>(cache_.size()), cache_, scratch_, *logits);
+}
+
+void LocalBackend::EnableTrace() {
+  trace_ = LayerTrace(static_cast<size_t>(stage_.config().num_layers));
+  scratch_.set_observer(&trace_);
 }
 
 Status LocalBackend::Evict(uint32_t from, uint32_t count) { return cache_.Evict(from, count); }

@@ -10,6 +10,7 @@
 
 #include "engine/decode.h"
 #include "engine/kv_cache.h"
+#include "engine/layer_trace.h"
 #include "engine/stage.h"
 
 namespace lockstep {
@@ -27,6 +28,11 @@ class LocalBackend final : public StepBackend {
   Status Evict(uint32_t from, uint32_t count) override;
   uint32_t CacheLength() const override { return static_cast<uint32_t>(cache_.size()); }
 
+  // Records, from the next Feed on, the per-layer hidden-state digests
+  // StepTrace returns (docs/receipts.md, trace mode).
+  void EnableTrace();
+  std::span<const Digest> StepTrace() const override { return trace_.digests(); }
+
   // Overrides the window of every layer (`--window W`); Invalid for W < 0.
   Status SetWindow(int window);
   KvCache& cache() { return cache_; }
@@ -36,6 +42,7 @@ class LocalBackend final : public StepBackend {
   KvCache cache_;
   ForwardScratch scratch_;
   std::vector<float> hidden_;  // [n][hidden]
+  LayerTrace trace_;           // the last Feed's digests when tracing
 };
 
 }  // namespace lockstep

@@ -127,7 +127,10 @@ Status Stage::Forward(std::span<float> hidden, int64_t first_pos, KvCache& cache
   const BatchItem item{hidden, first_pos, &cache};
   LOCKSTEP_RETURN_IF_ERROR(Prepare(std::span<const BatchItem>(&item, 1), s));
   const size_t n = s.rows.size();
-  for (int l = spec().lo; l < spec().hi; ++l) Layer(l, hidden.data(), n, s);
+  for (int l = spec().lo; l < spec().hi; ++l) {
+    Layer(l, hidden.data(), n, s);
+    if (s.observer_ != nullptr) s.observer_->AfterLayer(l, hidden.first(n * this->hidden()));
+  }
   return Status::Ok();
 }
 

@@ -20,6 +20,7 @@
 #include "base/status.h"
 #include "engine/io/model_config.h"
 #include "engine/kv_cache.h"
+#include "engine/layer_trace.h"
 #include "engine/ops/kernels.h"
 #include "engine/ops/thread_pool.h"
 #include "engine/weights.h"
@@ -37,6 +38,9 @@ struct StageOptions {
 class ForwardScratch {
  public:
   ForwardScratch() = default;
+  // Forward (not ForwardBatch) calls observer->AfterLayer after each layer;
+  // null: none. `observer` must outlive its use here.
+  void set_observer(LayerObserver* observer) { observer_ = observer; }
 
  private:
   friend class Stage;
@@ -58,6 +62,7 @@ class ForwardScratch {
   std::vector<float> batch;     // [n][hidden], ForwardBatch's gathered rows
   std::vector<float> scores;    // [2*threads*group][key_stride], attention probabilities
   size_t key_stride = 0;        // max_keys rounded up to whole K tiles
+  LayerObserver* observer_ = nullptr;
 };
 
 class Stage {

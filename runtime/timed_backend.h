@@ -26,6 +26,7 @@ class TimedBackend final : public StepBackend {
                                     const StepContext& ctx) override;
   Status Evict(uint32_t from, uint32_t count) override { return inner_.Evict(from, count); }
   uint32_t CacheLength() const override { return inner_.CacheLength(); }
+  std::span<const Digest> StepTrace() const override { return inner_.StepTrace(); }
 
   // Mean wall milliseconds of the single-token Feeds (0 if none).
   double mean_step_ms() const { return steps_ ? total_ms_ / steps_ : 0; }
