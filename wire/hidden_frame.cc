@@ -56,6 +56,7 @@ Digest HiddenDigestOf(const HiddenFrame& h, std::span<const uint8_t> payload) {
     const uint8_t n = 'N';
     s.Update({&n, 1});
   }
+  internal::HashLayerDigests(s, h.layer_digests);
   return s.Finalize();
 }
 
@@ -66,6 +67,7 @@ Digest LogitsDigestOf(const Logits& l, std::span<const uint8_t> payload) {
   s.UpdateU32Le(l.step);
   s.UpdateU32Le(l.vocab);
   s.Update(payload);
+  internal::HashLayerDigests(s, l.layer_digests);
   return s.Finalize();
 }
 
@@ -115,6 +117,9 @@ size_t CanonicalWords(size_t payload_floats) {
          (payload_floats * 4 + 7) / 8 + 32 / 8;
 }
 
+// The words layer digests add (a blob of 32-byte digests).
+size_t LayerDigestWords(const std::vector<Digest>& d) { return d.size() * 32 / 8; }
+
 // The words a ChainHandoff adds: its struct and its chain state blob.
 size_t HandoffWords(const std::optional<ChainHandoff>& h) {
   if (!h) return 0;
@@ -124,6 +129,31 @@ size_t HandoffWords(const std::optional<ChainHandoff>& h) {
 }  // namespace
 
 namespace internal {
+
+constexpr std::string_view kLayersTag = "layers";
+
+void WriteLayerDigests(const std::vector<Digest>& digests, capnp::Data::Builder out) {
+  for (size_t i = 0; i < digests.size(); ++i) {
+    std::memcpy(out.begin() + i * 32, digests[i].data(), 32);
+  }
+}
+
+Result<std::vector<Digest>> ReadLayerDigests(capnp::Data::Reader in, const std::string& what) {
+  if (in.size() % 32 != 0) {
+    return CorruptError(what + " layer digests are " + std::to_string(in.size()) +
+                        " bytes, not a whole number of 32-byte digests");
+  }
+  std::vector<Digest> out(in.size() / 32);
+  for (size_t i = 0; i < out.size(); ++i) std::memcpy(out[i].data(), in.begin() + i * 32, 32);
+  return out;
+}
+
+void HashLayerDigests(Sha256Stream& s, const std::vector<Digest>& digests) {
+  if (digests.empty()) return;
+  UpdateTag(s, kLayersTag);
+  s.UpdateU32Le(static_cast<uint32_t>(digests.size()));
+  for (const Digest& d : digests) s.Update(d);
+}
 
 void WriteHandoff(const ChainHandoff& h, schema::ChainHandoff::Builder out) {
   out.setDecodeStep(h.decode_step);
@@ -153,6 +183,9 @@ void WriteHidden(const HiddenFrame& h, schema::HiddenFrame::Builder out) {
   out.setDigest(DigestData(HiddenDigestOf(h, bytes)));
   if (h.handoff) WriteHandoff(*h.handoff, out.initHandoff());
   out.setNoOutput(h.no_output);
+  if (!h.layer_digests.empty()) {
+    WriteLayerDigests(h.layer_digests, out.initLayerDigests(h.layer_digests.size() * 32));
+  }
 }
 
 Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in) {
@@ -170,6 +203,8 @@ Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in) {
                             ReadHandoff(in.hasHandoff(), in.getHandoff(), "hidden frame"));
   h.no_output = in.getNoOutput();
   if (h.no_output && h.handoff) return CorruptError("hidden frame: noOutput with a chain handoff");
+  LOCKSTEP_ASSIGN_OR_RETURN(h.layer_digests,
+                            ReadLayerDigests(in.getLayerDigests(), "hidden frame"));
   const Digest want = HiddenDigestOf(h, {payload.begin(), payload.size()});
   LOCKSTEP_RETURN_IF_ERROR(
       CheckDigest(in.getDigest(), want, "hidden frame", h.session_id, h.step));
@@ -185,6 +220,9 @@ void WriteLogits(const Logits& l, schema::Logits::Builder out) {
   const auto bytes = AsBytes(l.payload);
   std::memcpy(out.initPayload(bytes.size()).begin(), bytes.data(), bytes.size());
   out.setDigest(DigestData(LogitsDigestOf(l, bytes)));
+  if (!l.layer_digests.empty()) {
+    WriteLayerDigests(l.layer_digests, out.initLayerDigests(l.layer_digests.size() * 32));
+  }
 }
 
 Result<Logits> ReadLogits(schema::Logits::Reader in) {
@@ -194,6 +232,7 @@ Result<Logits> ReadLogits(schema::Logits::Reader in) {
   l.vocab = in.getVocab();
   const capnp::Data::Reader payload = in.getPayload();
   LOCKSTEP_RETURN_IF_ERROR(CheckPayloadSize(1, l.vocab, payload.size(), "logits"));
+  LOCKSTEP_ASSIGN_OR_RETURN(l.layer_digests, ReadLayerDigests(in.getLayerDigests(), "logits"));
   const Digest want = LogitsDigestOf(l, {payload.begin(), payload.size()});
   LOCKSTEP_RETURN_IF_ERROR(
       CheckDigest(in.getDigest(), want, "logits", l.session_id, l.step));
@@ -215,7 +254,8 @@ Digest LogitsDigest(const Logits& logits) {
 
 Frame MarshalHidden(const HiddenFrame& frame) {
   return MarshalEnvelopeInPlace(
-      CanonicalWords<schema::HiddenFrame>(frame.payload.size()) + HandoffWords(frame.handoff),
+      CanonicalWords<schema::HiddenFrame>(frame.payload.size()) + HandoffWords(frame.handoff) +
+          LayerDigestWords(frame.layer_digests),
       [&frame](schema::Envelope::Builder root) {
         internal::WriteHidden(frame, root.initHidden());
       });
@@ -234,7 +274,8 @@ Result<HiddenFrame> UnmarshalHidden(std::span<const uint8_t> bytes,
 
 Frame MarshalLogits(const Logits& logits) {
   return MarshalEnvelopeInPlace(
-      CanonicalWords<schema::Logits>(logits.payload.size()),
+      CanonicalWords<schema::Logits>(logits.payload.size()) +
+          LayerDigestWords(logits.layer_digests),
       [&logits](schema::Envelope::Builder root) {
         internal::WriteLogits(logits, root.initLogits());
       });

@@ -43,6 +43,7 @@ struct HiddenFrame {
   std::vector<float> payload;   // [seq][hidden] fp32 residual stream
   std::optional<ChainHandoff> handoff;  // carried on to the last stage
   bool no_output = false;               // carried on: the last stage replies nothing
+  std::vector<Digest> layer_digests;    // traced: layers [0, resume_layer); else empty
 };
 
 struct Logits {
@@ -50,6 +51,7 @@ struct Logits {
   uint32_t step = 0;
   uint32_t vocab = 0;           // > 0
   std::vector<float> payload;   // [vocab] fp32 logits of the last position
+  std::vector<Digest> layer_digests;  // traced: one per model layer; else empty
 };
 
 // SHA-256 of the frame's header fields and payload bytes as defined in
@@ -63,8 +65,9 @@ Frame MarshalHidden(const HiddenFrame& frame);
 // Errors: see ParseEnvelope; Invalid if the envelope is not a hidden frame;
 // Corrupt on zero or overflowing dims, a payload that is not
 // seq * hidden * 4 bytes, a digest of the wrong size, or
-// "hidden frame digest mismatch (session S step T)", or a handoff whose
-// chain state is not a consistent 108-byte state.
+// "hidden frame digest mismatch (session S step T)", a handoff whose
+// chain state is not a consistent 108-byte state, or layer digests that
+// are not a whole number of 32-byte digests.
 Result<HiddenFrame> UnmarshalHidden(std::span<const uint8_t> bytes,
                                     const DecodeLimits& limits = {});
 

@@ -109,6 +109,9 @@ struct SessionOpen {
   sessionId @0 :UInt64;
   window @1 :WindowSpec;
   sampling @2 :Sampling;      # How the last stage chooses tokens; null: greedy.
+  trace @3 :Bool;             # Every stage reports, per step, the SHA-256 of
+                              # the hidden state after each of its layers
+                              # (`layerDigests`; docs/receipts.md, trace).
 }
 
 struct Sampling {
@@ -159,6 +162,9 @@ struct HiddenFrame {
                               # the digest when present.
   noOutput @9 :Bool;          # Carried on from the TokenInput; covered by
                               # the digest when set.
+  layerDigests @10 :Data;     # Traced sessions: 32 bytes per layer
+                              # [0, resumeLayer), this step's, concatenated;
+                              # empty otherwise. Covered by the digest.
 }
 
 struct Logits {
@@ -168,6 +174,8 @@ struct Logits {
   vocab @2 :UInt32;           # Number of logits (> 0).
   payload @3 :Data;           # [vocab] little-endian binary32.
   digest @4 :Data;            # 32 bytes; see "Frame digests" in the doc.
+  layerDigests @5 :Data;      # Traced sessions: 32 bytes per model layer,
+                              # this step's; empty otherwise. Covered by the digest.
 }
 
 struct Evict {
@@ -239,5 +247,6 @@ struct StepResult {
   logitsSha256 @3 :Data;      # 32 bytes: SHA-256 of the step's logits bytes.
   chainState @4 :Data;        # 108 bytes: the chain after logits || token.
   digest @5 :Data;            # 32 bytes; see "Frame digests" in the doc.
-  # Room to grow: the receipts' trace mode appends per-layer digests here.
+  layerDigests @6 :Data;      # Traced sessions: 32 bytes per model layer,
+                              # this step's; empty otherwise. Covered by the digest.
 }

@@ -74,6 +74,7 @@ void Write(const AssignAck& m, s::Envelope::Builder e) {
 void Write(const SessionOpen& m, s::Envelope::Builder e) {
   auto out = e.initSessionOpen();
   out.setSessionId(m.session_id);
+  out.setTrace(m.trace);
   auto sampling = out.initSampling();
   sampling.setTemperatureBits(m.sampling.temperature_bits);
   sampling.setTopK(m.sampling.top_k);
@@ -113,6 +114,9 @@ void Write(const StepResult& m, s::Envelope::Builder e) {
   out.setLogitsSha256(DigestData(m.logits_sha256));
   out.setChainState(StateData(m.chain_state));
   out.setDigest(DigestData(StepResultDigest(m)));
+  if (!m.layer_digests.empty()) {
+    internal::WriteLayerDigests(m.layer_digests, out.initLayerDigests(m.layer_digests.size() * 32));
+  }
 }
 
 void Write(const HiddenFrame& m, s::Envelope::Builder e) {
@@ -244,6 +248,7 @@ Result<WindowSpec> Read(s::WindowSpec::Reader in) {
 Result<Message> Read(s::SessionOpen::Reader in) {
   SessionOpen m;
   m.session_id = in.getSessionId();
+  m.trace = in.getTrace();
   if (in.hasSampling()) {
     auto p = in.getSampling();
     m.sampling = Sampling{p.getTemperatureBits(), p.getTopK(), p.getTopPBits(), p.getSeed()};
@@ -281,6 +286,8 @@ Result<Message> Read(s::StepResult::Reader in) {
   Result<Sha256State> parsed = Sha256State::Parse({state.begin(), state.size()});
   if (!parsed.ok()) return parsed.status().WithContext("stepResult.chainState");
   m.chain_state = *parsed;
+  LOCKSTEP_ASSIGN_OR_RETURN(m.layer_digests,
+                            internal::ReadLayerDigests(in.getLayerDigests(), "stepResult"));
   LOCKSTEP_ASSIGN_OR_RETURN(const Digest digest, ReadDigest(in.getDigest(), "stepResult.digest"));
   if (digest != StepResultDigest(m)) {
     return CorruptError("step result digest mismatch (session " + std::to_string(m.session_id) +
@@ -366,6 +373,7 @@ Digest StepResultDigest(const StepResult& r) {
   st.UpdateU32Le(r.token);
   st.Update(r.logits_sha256);
   st.Update(r.chain_state.bytes);
+  internal::HashLayerDigests(st, r.layer_digests);
   return st.Finalize();
 }
 

@@ -76,6 +76,7 @@ struct SessionOpen {
   uint64_t session_id = 0;
   WindowSpec window;
   Sampling sampling;
+  bool trace = false;  // stages report per-layer digests (layer_digests)
 };
 
 // Token input to the first stage; `phase` selects the envelope member.
@@ -97,10 +98,12 @@ struct StepResult {
   uint32_t token = 0;          // the coordinator checks it against the vocab
   Digest logits_sha256{};      // sha256 of the step's logits bytes
   Sha256State chain_state;     // the chain after logits || token
+  std::vector<Digest> layer_digests;  // traced: one per model layer; else empty
 };
 
 // SHA-256 over "lockstep.step.v1", the session (u64 LE), step, token (u32
-// LE), logits_sha256 and chain_state bytes: the StepResult's frame digest.
+// LE), logits_sha256 and chain_state bytes, then any layer digests (tagged
+// "layers", counted): the StepResult's frame digest.
 Digest StepResultDigest(const StepResult& r);
 
 struct Evict {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <kj/exception.h>
 
@@ -28,6 +29,12 @@ void WriteHandoff(const ChainHandoff& h, schema::ChainHandoff::Builder out);
 Result<std::optional<ChainHandoff>> ReadHandoff(bool has, schema::ChainHandoff::Reader in,
                                                 const std::string& what);
 Result<Logits> ReadLogits(schema::Logits::Reader in);
+// Layer digests as one Data blob of 32-byte digests, and back (Corrupt
+// naming `what` unless the blob is a whole number of digests).
+void WriteLayerDigests(const std::vector<Digest>& digests, capnp::Data::Builder out);
+Result<std::vector<Digest>> ReadLayerDigests(capnp::Data::Reader in, const std::string& what);
+// Folds non-empty layer digests into a frame digest (tagged, counted).
+void HashLayerDigests(Sha256Stream& s, const std::vector<Digest>& digests);
 
 // Runs `read` (which returns a Result or Status) and turns a kj::Exception
 // raised by capnp accessors -- e.g. a pointer of the wrong type where the
