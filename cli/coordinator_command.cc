@@ -21,7 +21,7 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
                             BuildRequest(o.run, coordinator->model_config().max_position_embeddings,
                                          files.tokenizer_path, files.has_tokenizer));
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::ClusterRun run,
-                            runtime::RunOnCluster(*coordinator, req, o.run.window));
+                            runtime::RunOnCluster(*coordinator, req, o.run.window, 2, o.run.trace));
   RunReport report;
   report.result = run.result;
   report.seed = coordinator->seed();

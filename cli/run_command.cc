@@ -53,6 +53,8 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
 void AddReceiptOptions(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--receipt", o.receipt_path, "Also write the run's receipt (JSON) to this file");
   cmd->add_option("--sign-key", o.sign_key, "Sign the receipt with this key file (lockstep keygen)");
+  cmd->add_flag("--trace", o.trace,
+                "Record every step's per-layer hidden-state sha256 in the receipt (docs/receipts.md)");
 }
 
 Result<std::vector<uint32_t>> ParseIdList(const std::string& text) {
@@ -160,7 +162,7 @@ Result<Prepared> Prepare(const RunOptions& o) {
 Status RunMonolithic(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(Prepared p, Prepare(o));
   LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, MapWeights(p.model));
-  const runtime::LocalRunOptions local{o.window, o.compute, o.single_run ? 1 : 2};
+  const runtime::LocalRunOptions local{o.window, o.compute, o.single_run ? 1 : 2, o.trace};
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult run, runtime::RunMonolithic(model, p.req, local));
   RunReport report = NewReport(o, p.req, std::move(run.result), model.Seed(), model.files, p.signer);
   report.notes = {MsNote(run.decode_ms_per_token, "monolithic")};  // human only: --json stays reproducible
@@ -170,7 +172,7 @@ Status RunMonolithic(const RunOptions& o) {
 Status RunSharded(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(Prepared p, Prepare(o));
   const runtime::LoopbackOptions loopback{o.model_dir, o.workers, o.plan, o.window, o.compute,
-                                          o.single_run ? 1 : 2, o.ship_logits};
+                                          o.single_run ? 1 : 2, o.ship_logits, o.trace};
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr,
                             runtime::RunOnLoopback(loopback, p.model, p.pins, p.req));
   RunReport report =
@@ -181,7 +183,7 @@ Status RunSharded(const RunOptions& o) {
   report.timings = {{"decode_ms_per_token_sharded", lr.run.decode_ms_per_token}};
   if (o.compare_monolithic) {
     LOCKSTEP_ASSIGN_OR_RETURN(OpenModel mapped, MapWeights(p.model));
-    const runtime::LocalRunOptions local{o.window, o.compute, 1};
+    const runtime::LocalRunOptions local{o.window, o.compute, 1, o.trace};
     LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult mono, runtime::RunMonolithic(mapped, p.req, local));
     LOCKSTEP_RETURN_IF_ERROR(
         runtime::CompareResults(report.result, mono.result, "sharded", "monolithic"));

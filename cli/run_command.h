@@ -33,9 +33,10 @@ struct RunOptions {
   std::string sign_key;      // --sign-key KEY: sign the receipt with this identity
   SamplingParams sampling;   // --temperature/--top-k/--top-p/--seed; default greedy
   bool ship_logits = false;  // --ship-logits: logits to the coordinator (sharded runs)
+  bool trace = false;        // --trace: per-layer hidden-state digests in the receipt
 };
 
-// Registers --receipt and --sign-key on a decoding subcommand.
+// Registers --receipt, --sign-key and --trace on a decoding subcommand.
 void AddReceiptOptions(CLI::App* cmd, RunOptions& o);
 
 // Registers the subcommand; the caller runs RunRunCommand when it parsed.

@@ -46,6 +46,10 @@ Status Verify(const VerifyOptions& o) {
   const DecodeResult& again = re.result;
   std::cout << "artifacts             = match the receipt\n"
             << "recomputed            = " << where << ", " << again.generated.size() << " steps\n";
+  if (!r.trace.empty()) {
+    std::cout << "trace                 = " << r.trace[0].size()
+              << " layer digests per step, compared\n";
+  }
   if (auto d = receipt::FirstDivergence(r, again)) return MismatchError(d->what);
   return Status::Ok();
 }

@@ -57,7 +57,8 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
   // The plan is checked before any worker is contacted, let alone loads.
   LOCKSTEP_ASSIGN_OR_RETURN(std::vector<StageSpec> specs, ResolvePlan(config, c->model_.config));
   for (size_t k = 0; k < specs.size(); ++k) {
-    c->workers_.push_back(WorkerInfo{k, config.workers[k], specs[k], {}, 0});
+    c->workers_.push_back(WorkerInfo{k, config.workers[k], specs[k], {}, 0,
+                                     k < config.worker_keys.size() ? config.worker_keys[k] : ""});
     c->endpoints_.push_back(config.workers[k]);
     c->keys_.push_back(k < config.worker_keys.size() ? config.worker_keys[k] : "");
   }
@@ -282,12 +283,14 @@ void Coordinator::ShutdownWorkers(const std::string& reason) {
 }
 
 Result<std::unique_ptr<RemoteSession>> Coordinator::OpenSession(std::optional<int> window,
-                                                                const SamplingParams& sampling) {
+                                                                const SamplingParams& sampling,
+                                                                bool trace) {
   if (window && *window < 0) return InvalidError("--window must be >= 0");
   LOCKSTEP_RETURN_IF_ERROR(ValidateSamplingParams(sampling));
   LOCKSTEP_RETURN_IF_ERROR(health());
   wire::SessionOpen open;
   open.session_id = NewSessionId();
+  open.trace = trace;
   open.sampling = wire::Sampling{std::bit_cast<uint32_t>(sampling.temperature), sampling.top_k,
                                  std::bit_cast<uint32_t>(sampling.top_p), sampling.seed};
   if (window) {

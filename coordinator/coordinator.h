@@ -68,6 +68,7 @@ struct WorkerInfo {
   StageSpec spec;
   wire::Hello hello;
   uint64_t resident_bytes = 0;  // VmRSS the worker reported after loading
+  std::string curve_public;     // its pinned CURVE key (Z85); "" on plaintext links
   std::string Describe() const;  // "worker tcp://... (stage 1, layers [10,20))"
 };
 
@@ -112,9 +113,11 @@ class Coordinator {
 
   // A new session. window: W for every layer, else the model's own windows.
   // sampling: how its tokens are chosen, fixed for the session (Invalid if
-  // ValidateSamplingParams refuses it).
+  // ValidateSamplingParams refuses it). trace: every step reports its
+  // per-layer digests (RemoteSession::StepTrace).
   Result<std::unique_ptr<RemoteSession>> OpenSession(std::optional<int> window,
-                                                     const SamplingParams& sampling = {});
+                                                     const SamplingParams& sampling = {},
+                                                     bool trace = false);
 
   // Asks every worker to exit (best effort; returns at once).
   void ShutdownWorkers(const std::string& reason);
@@ -263,6 +266,9 @@ class RemoteSession final : public StepBackend {
   // Validated locally (as KvCache::Evict would), then applied on every stage.
   Status Evict(uint32_t from, uint32_t count) override;
   uint32_t CacheLength() const override { return length_; }
+  // Traced sessions: the last step's digests, one per model layer (the
+  // last stage's reply carries them; Corrupt if it has another count).
+  std::span<const Digest> StepTrace() const override { return trace_; }
 
   // Feeds tokens whose outputs nobody needs (a prompt chunk that is not the
   // last): sent with no_output, so the last stage computes no logits and
@@ -298,6 +304,7 @@ class RemoteSession final : public StepBackend {
   Status CheckVocab(const char* what, uint64_t got) const;
   // The next step's input (numbers the step).
   wire::TokenInput NextInput(std::span<const uint32_t> tokens, uint32_t first_position);
+  Status TakeTrace(std::vector<Digest> digests);
 
   Coordinator& coordinator_;
   wire::SessionOpen open_;  // open_.session_id is the session's current id
@@ -307,6 +314,7 @@ class RemoteSession final : public StepBackend {
   uint64_t epoch_;                // the recovery epoch it was (re)built at
   std::vector<uint32_t> fed_;     // every token fed, in order
   std::vector<Op> ops_;
+  std::vector<Digest> trace_;     // [layers], the last step's when open_.trace
 };
 
 }  // namespace lockstep

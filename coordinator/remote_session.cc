@@ -125,6 +125,18 @@ Status RemoteSession::CheckVocab(const char* what, uint64_t got) const {
                       std::to_string(vocab) + " entries");
 }
 
+Status RemoteSession::TakeTrace(std::vector<Digest> digests) {
+  const size_t layers = static_cast<size_t>(coordinator_.model_config().num_layers);
+  const size_t expected = open_.trace ? layers : 0;
+  if (digests.size() != expected) {
+    return CorruptError("session " + std::to_string(id()) + ": the last stage sent " +
+                        std::to_string(digests.size()) + " layer digests, expected " +
+                        std::to_string(expected));
+  }
+  trace_ = std::move(digests);
+  return Status::Ok();
+}
+
 Status RemoteSession::Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) {
   LOCKSTEP_ASSIGN_OR_RETURN(Coordinator::StepReply reply, Send(tokens, std::nullopt));
   auto* got = std::get_if<wire::Logits>(&reply);
@@ -139,7 +151,7 @@ Status RemoteSession::Feed(std::span<const uint32_t> tokens, std::vector<float>*
                         std::to_string(vocab));
   }
   *logits = std::move(got->payload);
-  return Status::Ok();
+  return TakeTrace(std::move(got->layer_digests));
 }
 
 Result<StepOutcome> RemoteSession::FeedAndChoose(std::span<const uint32_t> tokens,
@@ -160,6 +172,7 @@ Result<StepOutcome> RemoteSession::FeedAndChoose(std::span<const uint32_t> token
                         "(a worker older than the chain handoff? --ship-logits works with it)");
   }
   LOCKSTEP_RETURN_IF_ERROR(CheckVocab("token", got->token));
+  LOCKSTEP_RETURN_IF_ERROR(TakeTrace(std::move(got->layer_digests)));
   LOCKSTEP_ASSIGN_OR_RETURN(*ctx.chain, WitnessChain::Resume(got->chain_state));
   return StepOutcome{got->token, got->logits_sha256};
 }

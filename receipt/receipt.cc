@@ -6,6 +6,8 @@
 #include <limits>
 #include <sstream>
 
+#include "receipt/trace.h"
+
 namespace lockstep::receipt {
 namespace {
 
@@ -89,6 +91,7 @@ json BuildReceipt(const ReceiptInputs& in) {
     steps.push_back(std::move(step));
   }
   j["steps"] = std::move(steps);
+  if (!d.layer_digests.empty()) j["trace"] = TraceJson(d.layer_digests);
   j["argmax_digest"] = ToHex(d.argmax_digest);
   j["cis2_ref"] = ToHex(d.cis2_ref);
   json options;
@@ -286,6 +289,9 @@ Result<ParsedReceipt> ParseReceipt(const json& j) {
       p.workers.push_back(std::move(e));
     }
   }
+  if (j.contains("trace")) {
+    LOCKSTEP_ASSIGN_OR_RETURN(p.trace, ParseTrace(j["trace"], p.generated.size()));
+  }
   p.signed_ = j.contains("signature");
   return p;
 }
@@ -312,6 +318,10 @@ std::optional<Divergence> FirstDivergence(const ParsedReceipt& r, const DecodeRe
   if (r.prompt != c.prompt) return Divergence{"prompt_token_ids differ"};
   const size_t n = std::min(r.generated.size(), c.generated.size());
   for (size_t s = 0; s < n; ++s) {
+    if (!r.trace.empty()) {
+      const auto* again = s < c.layer_digests.size() ? &c.layer_digests[s] : nullptr;
+      if (auto d = StepTraceDivergence(r.trace[s], again, r.workers, s)) return Divergence{*d};
+    }
     const bool logits_differ = s < c.logits_sha256.size() && r.logits_sha256[s] != c.logits_sha256[s];
     if (logits_differ || r.generated[s] != c.generated[s]) {
       std::string what = "step " + std::to_string(s) + ":";

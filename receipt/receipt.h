@@ -80,6 +80,7 @@ struct ParsedReceipt {
   SamplingParams sampling;
   std::string plan;
   std::vector<WorkerEntry> workers;
+  std::vector<std::vector<Digest>> trace;  // [step][layer] (receipt/trace.h); empty: untraced
   bool signed_ = false;
 };
 // Invalid naming the member on any missing/malformed field, an unknown
@@ -95,7 +96,9 @@ struct Divergence {
   std::string what;  // human text: "step 3: logits_sha256 receipt … recomputed …; token …"
 };
 // nullopt when prompt, every step's logits sha256 and token, argmax_digest
-// and cis2_ref all agree; else the first difference, with both values.
+// and cis2_ref all agree; else the first difference, with both values. A
+// traced receipt is compared layer by layer before each step's logits: the
+// first differing (step, layer) is named with the worker that computed it.
 std::optional<Divergence> FirstDivergence(const ParsedReceipt& receipt,
                                           const DecodeResult& recomputed);
 

@@ -43,9 +43,9 @@ Result<ClusterConfig> LoopbackConfig(const LoopbackOptions& o, const ModelInfo& 
 }  // namespace
 
 Result<ClusterRun> RunOnCluster(Coordinator& coordinator, const DecodeRequest& req,
-                                std::optional<int> window, int runs) {
+                                std::optional<int> window, int runs, bool trace) {
   const BackendFactory open = [&]() -> Result<std::unique_ptr<StepBackend>> {
-    LOCKSTEP_ASSIGN_OR_RETURN(auto session, coordinator.OpenSession(window, req.sampling));
+    LOCKSTEP_ASSIGN_OR_RETURN(auto session, coordinator.OpenSession(window, req.sampling, trace));
     return std::unique_ptr<StepBackend>(std::move(session));
   };
   const WireStats before = coordinator.stats();
@@ -63,7 +63,8 @@ Result<ClusterRun> RunOnCluster(Coordinator& coordinator, const DecodeRequest& r
 std::vector<receipt::WorkerEntry> ReceiptWorkers(const Coordinator& c) {
   std::vector<receipt::WorkerEntry> out;
   for (const WorkerInfo& w : c.workers()) {
-    out.push_back({w.endpoint, static_cast<uint32_t>(w.spec.lo), static_cast<uint32_t>(w.spec.hi), ""});
+    out.push_back({w.endpoint, static_cast<uint32_t>(w.spec.lo), static_cast<uint32_t>(w.spec.hi),
+                   w.curve_public});
   }
   return out;
 }
@@ -82,7 +83,7 @@ std::vector<std::string> ClusterNotes(const Coordinator& c, const ClusterRun& ru
   notes.push_back(buf);
   // Between stages each decode step carries one hidden frame of one row.
   wire::HiddenFrame one{1, 1, 1, 1, static_cast<uint32_t>(c.model_config().hidden_size), 1, {},
-                        std::nullopt};
+                        std::nullopt, {}};
   one.payload.assign(one.hidden, 0.0f);
   if (!c.ship_logits()) one.handoff = wire::ChainHandoff{};  // the chain rides along
   const size_t hops = c.workers().size() - 1;
@@ -104,7 +105,7 @@ Result<LoopbackRun> RunOnLoopback(const LoopbackOptions& o, const ModelInfo& mod
   LoopbackRun out;
   {
     LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg, model));
-    LOCKSTEP_ASSIGN_OR_RETURN(out.run, RunOnCluster(*coordinator, req, o.window, o.runs));
+    LOCKSTEP_ASSIGN_OR_RETURN(out.run, RunOnCluster(*coordinator, req, o.window, o.runs, o.trace));
     out.notes = ClusterNotes(*coordinator, out.run);
     out.plan = coordinator->plan_text();
     out.stages = ReceiptWorkers(*coordinator);

@@ -25,10 +25,12 @@ struct ClusterRun {
 };
 
 // RunDecode through sessions of `coordinator`; runs: 2 (§12.4) or 1.
+// trace: every stage reports its layers' digests (DecodeResult::layer_digests).
 Result<ClusterRun> RunOnCluster(Coordinator& coordinator, const DecodeRequest& req,
-                                std::optional<int> window, int runs = 2);
+                                std::optional<int> window, int runs = 2, bool trace = false);
 
-// The receipt's list of a cluster's stages (endpoint, layer range).
+// The receipt's list of a cluster's stages (endpoint, layer range, pinned
+// CURVE public key when the links are authenticated).
 std::vector<receipt::WorkerEntry> ReceiptWorkers(const Coordinator& coordinator);
 
 // Human-only notes: per-worker memory, latency and wire bytes.
@@ -42,6 +44,7 @@ struct LoopbackOptions {
   ComputeOptions compute;     // every worker's kernels and threads
   int runs = 2;               // 2: the §12.4 check; 1: decode once
   bool ship_logits = false;   // logits to the coordinator (ClusterConfig::ship_logits)
+  bool trace = false;         // per-layer digests (RunOnCluster)
 };
 
 // A loopback run: its result and what the report shows of the cluster.

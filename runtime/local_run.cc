@@ -5,11 +5,13 @@
 namespace lockstep::runtime {
 
 Result<TimedResult> DecodeOnStage(const Stage& stage, const WitnessSeed& seed,
-                                  const DecodeRequest& req, std::optional<int> window, int runs) {
+                                  const DecodeRequest& req, std::optional<int> window, int runs,
+                                  bool trace) {
   const size_t positions = req.prompt.size() + req.gen;
   const BackendFactory open = [&]() -> Result<std::unique_ptr<StepBackend>> {
     auto backend = std::make_unique<LocalBackend>(stage, positions);
     if (window) LOCKSTEP_RETURN_IF_ERROR(backend->SetWindow(*window));
+    if (trace) backend->EnableTrace();
     return std::unique_ptr<StepBackend>(std::move(backend));
   };
   return DecodeChecked(open, req, seed, runs);
@@ -19,7 +21,7 @@ Result<TimedResult> RunMonolithic(const OpenModel& model, const DecodeRequest& r
                                   const LocalRunOptions& o) {
   const StageSpec all{0, model.config.num_layers, true, true};
   LOCKSTEP_ASSIGN_OR_RETURN(LoadedStage stage, LoadStage(model, all, o.compute));
-  return DecodeOnStage(*stage, model.Seed(), req, o.window, o.runs);
+  return DecodeOnStage(*stage, model.Seed(), req, o.window, o.runs, o.trace);
 }
 
 }  // namespace lockstep::runtime

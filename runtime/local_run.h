@@ -16,11 +16,13 @@ struct LocalRunOptions {
   std::optional<int> window;  // sliding window for every layer (--window)
   ComputeOptions compute;     // kernels and threads: the same bits for every choice
   int runs = 2;               // 2: the §12.4 check; 1: decode once
+  bool trace = false;         // per-layer digests in DecodeResult::layer_digests
 };
 
 // REQUIRES: stage holds every layer (first and last). `stage` must outlive the call.
 Result<TimedResult> DecodeOnStage(const Stage& stage, const WitnessSeed& seed,
-                                  const DecodeRequest& req, std::optional<int> window, int runs);
+                                  const DecodeRequest& req, std::optional<int> window, int runs,
+                                  bool trace = false);
 
 // LoadStage(model, every layer, o.compute), then DecodeOnStage.
 Result<TimedResult> RunMonolithic(const OpenModel& model, const DecodeRequest& req,

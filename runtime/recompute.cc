@@ -27,6 +27,7 @@ Status CheckSeed(const receipt::ParsedReceipt& r, const WitnessSeed& here) {
 Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const ModelPins& pins,
                                     const RecomputeOptions& o) {
   Recomputed out;
+  const bool traced = !r.trace.empty();  // recompute the per-layer digests too
   DecodeRequest req;
   req.prompt = r.prompt;
   req.gen = r.gen;
@@ -41,7 +42,7 @@ Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const Model
     LOCKSTEP_RETURN_IF_ERROR(CheckSeed(r, coordinator->seed()));
     req.max_positions = MaxPositions(Limits{}, coordinator->model_config().max_position_embeddings);
     LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req).WithContext("receipt"));
-    LOCKSTEP_ASSIGN_OR_RETURN(ClusterRun run, RunOnCluster(*coordinator, req, r.window));
+    LOCKSTEP_ASSIGN_OR_RETURN(ClusterRun run, RunOnCluster(*coordinator, req, r.window, 2, traced));
     out.where = "cluster " + o.config + " (plan " + coordinator->plan_text() + ")";
     out.result = std::move(run.result);
     return out;
@@ -64,6 +65,7 @@ Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const Model
     lo.workers = o.workers;
     lo.window = r.window;
     lo.ship_logits = o.ship_logits;
+    lo.trace = traced;
     LOCKSTEP_ASSIGN_OR_RETURN(LoopbackRun lr, RunOnLoopback(lo, model, pins, req));
     out.where = std::to_string(o.workers) + " loopback workers (plan " + lr.plan + ")";
     out.result = std::move(lr.run.result);
@@ -72,6 +74,7 @@ Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const Model
   LocalRunOptions local;
   local.window = r.window;
   local.runs = 1;
+  local.trace = traced;
   LOCKSTEP_ASSIGN_OR_RETURN(TimedResult mono, RunMonolithic(model, req, local));
   out.where = "monolithic";
   out.result = std::move(mono.result);

@@ -258,7 +258,7 @@ Status StageHost::OnOpen(const wire::SessionOpen& m) {
     if (window > static_cast<uint32_t>(INT32_MAX)) return InvalidError("window too large");
     LOCKSTEP_RETURN_IF_ERROR(cache.SetWindow(l, static_cast<int>(window)));
   }
-  sessions_.try_emplace(m.session_id, std::move(cache), sampling);
+  sessions_.try_emplace(m.session_id, std::move(cache), sampling).first->second.trace = m.trace;
   return Status::Ok();
 }
 
@@ -275,7 +275,8 @@ Status StageHost::OnFork(const wire::Fork& m) {
   LOCKSTEP_RETURN_IF_ERROR(
       CheckKvBudget(src->cache.size(), "fork of session " + std::to_string(m.source_session_id) +
                                            " into " + std::to_string(m.new_session_id)));
-  sessions_.try_emplace(m.new_session_id, src->cache.Clone(), src->sampling);
+  sessions_.try_emplace(m.new_session_id, src->cache.Clone(), src->sampling).first->second.trace =
+      src->trace;
   return Status::Ok();
 }
 
@@ -327,6 +328,7 @@ Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
                                          "session " + std::to_string(m.session_id) + " step " +
                                              std::to_string(m.step)));
   LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
+  trace_.Clear();
   *in = Input{s,           m.session_id, m.step, m.first_position, m.token_ids.size(),
               &m.handoff, m.no_output};
   return Status::Ok();
@@ -347,6 +349,14 @@ Status StageHost::AcceptHidden(const wire::HiddenFrame& m, Input* in) {
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.seq));
   LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(
       m.seq, "session " + std::to_string(m.session_id) + " step " + std::to_string(m.step)));
+  const size_t expected = s->trace ? m.resume_layer : 0;
+  if (m.layer_digests.size() != expected) {
+    return InvalidError("hidden frame carries " + std::to_string(m.layer_digests.size()) +
+                        " layer digests, expected " + std::to_string(expected) +
+                        (s->trace ? " (one per earlier layer: the session is traced)"
+                                  : " (the session is not traced)"));
+  }
+  trace_.Clear(m.layer_digests);
   hidden_.assign(m.payload.begin(), m.payload.end());
   *in = Input{s, m.session_id, m.step, m.first_position, m.seq, &m.handoff, m.no_output};
   return Status::Ok();
@@ -390,7 +400,7 @@ void StageHost::HandleDecodeBatch(std::span<const wire::Message* const> messages
                                   std::vector<Outgoing>* out) {
   // ForwardBatch needs one cache per row.
   if (messages.size() <= 1 || messages.size() > max_batch_ || !stage_ ||
-      !DistinctSessions(messages)) {
+      !DistinctSessions(messages) || AnyTraced(messages)) {
     for (const wire::Message* m : messages) Handle(*m, out);
     return;
   }
@@ -426,6 +436,15 @@ void StageHost::HandleDecodeBatch(std::span<const wire::Message* const> messages
       EmitHidden(batch_inputs_[i], std::span<const float>(batch_hidden_.data() + i * h, h), out);
     }
   }
+}
+
+bool StageHost::AnyTraced(std::span<const wire::Message* const> messages) const {
+  for (const wire::Message* m : messages) {
+    bool has = false;
+    auto it = sessions_.find(SessionOf(*m, &has));
+    if (it != sessions_.end() && it->second.trace) return true;
+  }
+  return false;
 }
 
 // Validates each step exactly as Handle would and gathers the accepted rows
@@ -471,13 +490,21 @@ Status StageHost::ForwardAndEmit(const Input& in, std::vector<Outgoing>* out) {
     return stage_->Forward(hidden_, in.first_pos, in.session->cache, scratch_);
   }
   const std::span<float> logits(batch_logits_.data(), assign_.is_last ? stage_->vocab() : 0);
-  LOCKSTEP_RETURN_IF_ERROR(stage_->Step(hidden_, in.first_pos, in.session->cache, scratch_, logits));
+  scratch_.set_observer(in.session->trace ? &trace_ : nullptr);
+  const Status st = stage_->Step(hidden_, in.first_pos, in.session->cache, scratch_, logits);
+  scratch_.set_observer(nullptr);
+  LOCKSTEP_RETURN_IF_ERROR(st);
   if (assign_.is_last) {
     EmitOutcome(in, logits, out);
   } else {
     EmitHidden(in, hidden_, out);
   }
   return Status::Ok();
+}
+
+std::vector<Digest> StageHost::TraceOf(const Input& in) const {
+  if (!in.session->trace) return {};
+  return trace_.digests();
 }
 
 void StageHost::EmitOutcome(const Input& in, std::span<const float> logits,
@@ -489,13 +516,14 @@ void StageHost::EmitOutcome(const Input& in, std::span<const float> logits,
     if (!chain.ok()) return FailSession(in.session_id, chain.status(), out);
     const StepOutcome o =
         ChooseAndWitness(logits, in.session->sampling, h.decode_step, &*chain, &sampling_);
-    const wire::StepResult r{in.session_id, in.step, o.token, o.logits_sha256, chain->Export()};
+    const wire::StepResult r{in.session_id, in.step,        o.token,
+                             o.logits_sha256, chain->Export(), TraceOf(in)};
     out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(r), "", "", true,
                             in.session_id});
     return;
   }
   wire::Logits msg{in.session_id, in.step, static_cast<uint32_t>(logits.size()),
-                   std::vector<float>(logits.begin(), logits.end())};
+                   std::vector<float>(logits.begin(), logits.end()), TraceOf(in)};
   out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(msg), "", "", true,
                           in.session_id});
 }
@@ -511,7 +539,8 @@ void StageHost::EmitHidden(const Input& in, std::span<const float> rows,
                           assign_.layer_hi,
                           std::vector<float>(rows.begin(), rows.end()),
                           in.handoff != nullptr ? *in.handoff : std::nullopt,
-                          in.no_output};
+                          in.no_output,
+                          TraceOf(in)};
   out->push_back(
       Outgoing{Outgoing::To::kNextStage, wire::MarshalHidden(frame), "", "", true, in.session_id});
 }

@@ -14,6 +14,11 @@
 // sampling (fixed at SessionOpen) and folds logits || token into the
 // handed-over chain (ChooseAndWitness); other steps get their Logits.
 //
+// A traced session (SessionOpen.trace) is never batched: each stage hashes
+// the hidden state after each of its layers and appends the digests to
+// those of the stages before it, on its hidden frame or, on the last stage,
+// on its StepResult/Logits (docs/receipts.md, trace mode).
+//
 // Errors on a session become an ErrorReport to the coordinator (naming the
 // worker, stage and layers) and mark the session failed; the host itself
 // keeps serving. Thread-compatible: one compute thread owns a StageHost,
@@ -31,6 +36,7 @@
 
 #include "base/status.h"
 #include "engine/kv_cache.h"
+#include "engine/layer_trace.h"
 #include "engine/model_loader.h"
 #include "engine/ops/kernels.h"
 #include "engine/sampling.h"
@@ -116,6 +122,7 @@ class StageHost {
     Session(KvCache c, SamplingParams p) : cache(std::move(c)), sampling(p) {}
     KvCache cache;
     SamplingParams sampling;  // how the last stage chooses this session's tokens
+    bool trace = false;       // report per-layer digests with every step
     Status failed;  // sticky: every later request of the session reports it
   };
 
@@ -153,12 +160,15 @@ class StageHost {
   // Runs the stage's layers over hidden_ and emits the hidden frame or logits.
   Status ForwardAndEmit(const Input& in, std::vector<Outgoing>* out);
   static bool DistinctSessions(std::span<const wire::Message* const> messages);
+  bool AnyTraced(std::span<const wire::Message* const> messages) const;
   void AcceptBatch(std::span<const wire::Message* const> messages, std::vector<Outgoing>* out);
   // What a step sends on: its StepResult (with a handoff) or its logits to
   // the coordinator (last stage), or its rows [n][hidden] to the next stage.
   void EmitOutcome(const Input& in, std::span<const float> logits, std::vector<Outgoing>* out);
   void EmitHidden(const Input& in, std::span<const float> rows,
                   std::vector<Outgoing>* out) const;
+  // The step's layer digests so far when its session is traced, else empty.
+  std::vector<Digest> TraceOf(const Input& in) const;
   // first_position follows the cache, and the n positions fit the model.
   Status CheckPosition(const Session& s, uint32_t first_position, size_t n) const;
   // Ok when `entries` more (plus those reserved by the batch being
@@ -178,6 +188,7 @@ class StageHost {
   std::map<uint64_t, Session> sessions_;
   std::vector<float> hidden_;            // [n][hidden] scratch residual stream
   ForwardScratch scratch_;               // grows to the largest step, then reused
+  LayerTrace trace_;                     // the current step's digests, earlier stages' first
   size_t max_batch_ = 16;
   std::vector<Input> batch_inputs_;      // [max_batch], HandleDecodeBatch
   std::vector<Stage::BatchItem> batch_items_;  // [max_batch]

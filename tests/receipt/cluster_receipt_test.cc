@@ -1,0 +1,71 @@
+// Receipts of runs on a configured cluster: `lockstep coordinator --config
+// --trace` records every worker's pinned CURVE key and per-layer digests,
+// and `lockstep verify --config` recomputes on that cluster; the same
+// receipt verifies monolithically (the trace is plan-independent).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cli_runner.h"
+#include "cluster_fixture.h"
+
+namespace lockstep::testing {
+namespace {
+
+using nlohmann::json;
+
+TEST(ClusterReceipt, TracedCoordinatorReceiptNamesWorkerKeysAndVerifiesOnTheCluster) {
+  const std::string dir = MakeTempDir("cluster-receipt");
+  const std::string model = dir + "/m";
+  auto made = RunCli({"make-model", model, "--seed", "5", "--hidden", "64", "--layers", "4",
+                      "--heads", "4", "--kv-heads", "2", "--inter", "96", "--vocab", "300"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  TestCluster cluster = StartTestCluster(LOCKSTEP_CLI_PATH, 2, dir, model, "[[0,1],[1,4]]");
+  ASSERT_NE(cluster.procs, nullptr);
+  ASSERT_EQ(cluster.worker_curve_public.size(), 2u);
+  const std::string receipt = dir + "/r.json";
+  auto run = RunCli({"coordinator", "--config", cluster.config_path, "--ids", "4,8,15", "--gen",
+                     "4", "--trace", "--receipt", receipt});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+
+  json r = json::parse(std::ifstream(receipt));
+  ASSERT_EQ(r["workers"].size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(r["workers"][k]["curve_public"], cluster.worker_curve_public[k]) << r["workers"];
+    EXPECT_EQ(r["workers"][k]["endpoint"], cluster.procs->endpoints()[k]);
+  }
+  ASSERT_TRUE(r.contains("trace"));
+  EXPECT_EQ(r["trace"]["layers"], 4);
+  EXPECT_EQ(r["trace"]["steps"].size(), 4u);
+
+  auto on_cluster = RunCli({"verify", receipt, "--config", cluster.config_path});
+  EXPECT_EQ(on_cluster.exit_code, 0) << on_cluster.out << on_cluster.err;
+  EXPECT_NE(on_cluster.out.find("recomputed            = cluster " + cluster.config_path),
+            std::string::npos) << on_cluster.out;
+  EXPECT_NE(on_cluster.out.find("trace                 = 4 layer digests per step"),
+            std::string::npos) << on_cluster.out;
+  EXPECT_NE(on_cluster.out.find("VERIFIED"), std::string::npos);
+
+  // The traced monolithic run has the same per-layer digests.
+  auto mono = RunCli({"verify", receipt, "--model", model});
+  EXPECT_EQ(mono.exit_code, 0) << mono.out << mono.err;
+
+  // A changed layer digest is named with the worker that computed it.
+  r["trace"]["steps"][1][2] = std::string(64, 'd');
+  std::ofstream(dir + "/edited.json") << r.dump();
+  auto edited = RunCli({"verify", dir + "/edited.json", "--config", cluster.config_path});
+  EXPECT_EQ(edited.exit_code, 1);
+  EXPECT_NE(edited.out.find("DIFFERS: step 1 layer 2: hidden_sha256 receipt " +
+                            std::string(64, 'd')),
+            std::string::npos) << edited.out << edited.err;
+  EXPECT_NE(edited.out.find("computed by worker " + cluster.procs->endpoints()[1] +
+                            " (stage 1, layers [1,4), curve_public " +
+                            cluster.worker_curve_public[1] + ")"),
+            std::string::npos) << edited.out;
+  cluster.procs->Reap(std::chrono::milliseconds(0));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace lockstep::testing
