@@ -10,6 +10,9 @@
 #include "engine/step_outcome.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
+#ifdef LOCKSTEP_FAULT_INJECTION
+#include "worker/bit_flip.h"
+#endif
 
 namespace lockstep {
 namespace {
@@ -46,6 +49,14 @@ class ComputeTimer {
   uint64_t* nanos_;
   std::chrono::steady_clock::time_point t0_;
 };
+
+#ifdef LOCKSTEP_FAULT_INJECTION
+// The test build's one fault, from LOCKSTEP_FAULT_FLIP (bit_flip.h).
+std::optional<BitFlip>& Fault() {
+  static std::optional<BitFlip> fault = BitFlip::FromEnv();
+  return fault;
+}
+#endif
 
 }  // namespace
 
@@ -490,7 +501,11 @@ Status StageHost::ForwardAndEmit(const Input& in, std::vector<Outgoing>* out) {
     return stage_->Forward(hidden_, in.first_pos, in.session->cache, scratch_);
   }
   const std::span<float> logits(batch_logits_.data(), assign_.is_last ? stage_->vocab() : 0);
-  scratch_.set_observer(in.session->trace ? &trace_ : nullptr);
+  LayerObserver* observer = in.session->trace ? &trace_ : nullptr;
+#ifdef LOCKSTEP_FAULT_INJECTION
+  if (Fault()) observer = Fault()->For(in.step, observer);
+#endif
+  scratch_.set_observer(observer);
   const Status st = stage_->Step(hidden_, in.first_pos, in.session->cache, scratch_, logits);
   scratch_.set_observer(nullptr);
   LOCKSTEP_RETURN_IF_ERROR(st);
