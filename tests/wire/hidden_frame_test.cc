@@ -135,7 +135,7 @@ TEST(LogitsTest, RoundTripBitForBit) {
 }
 
 TEST(LogitsTest, FlippedPayloadBitIsDigestMismatch) {
-  Logits in{5, 6, 10, RandomFloats(10, 1)};
+  Logits in{5, 6, 10, RandomFloats(10, 1), {}};
   Frame bytes = MarshalLogits(in);
   bytes[bytes.size() - 48] ^= 0x01;  // inside the payload, before the digest
   Result<Logits> out = UnmarshalLogits(bytes);

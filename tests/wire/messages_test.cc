@@ -143,7 +143,7 @@ TEST(MessagesTest, TensorMessagesGoThroughTheSameCodec) {
   EXPECT_EQ(MarshalMessage(h), MarshalHidden(h));
   HiddenFrame out = RoundTrip(h);
   EXPECT_TRUE(testing::SameBits(out.payload, h.payload));
-  Logits l{1, 2, 3, testing::RandomFloats(3, 5)};
+  Logits l{1, 2, 3, testing::RandomFloats(3, 5), {}};
   EXPECT_EQ(MarshalMessage(l), MarshalLogits(l));
 }
 

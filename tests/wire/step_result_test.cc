@@ -24,7 +24,7 @@ Sha256State StateAfter(size_t bytes) {
 
 StepResult MakeResult() {
   return StepResult{0x0102030405060708ull, 41, 49151, Sha256(std::string_view("logits")),
-                    StateAfter(1000)};
+                    StateAfter(1000), {}};
 }
 
 Result<Message> Parse(const Frame& f) { return ParseMessage(f); }
