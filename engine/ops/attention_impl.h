@@ -23,8 +23,10 @@
 
 namespace lockstep::ops::attention_impl {
 
-// How many tile blocks ahead the scores loop prefetches K.
+// How many tile blocks ahead the scores loop prefetches K, and how many
+// keys ahead the mix prefetches V.
 inline constexpr size_t kPrefetchBlocks = 2;
+inline constexpr size_t kPrefetchKeys = 16;
 
 // Scores of G heads for NT whole tiles starting at tile t.
 template <class I, int NT, int G>
@@ -105,7 +107,11 @@ inline void MixBlock(const float* p, size_t ps, const float* v, size_t lo, size_
   for (size_t j = lo; j < end; ++j) {
     V vv[DV];
 #pragma GCC unroll 16
-    for (int x = 0; x < DV; ++x) vv[x] = I::Load(v + j * hd + d + static_cast<size_t>(x) * L);
+    for (int x = 0; x < DV; ++x) {
+      const float* at = v + j * hd + d + static_cast<size_t>(x) * L;
+      if ((static_cast<size_t>(x) * L) % 16 == 0) __builtin_prefetch(at + kPrefetchKeys * hd, 0, 3);
+      vv[x] = I::Load(at);
+    }
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) {
       const V pb = I::Broadcast(p[static_cast<size_t>(g) * ps + j]);
