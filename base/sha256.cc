@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <fstream>
 #include <vector>
 
@@ -54,17 +55,24 @@ Result<Sha256State> Sha256State::Parse(std::span<const uint8_t> in) {
   return s;
 }
 
-struct Sha256Stream::Impl {
-  SHA256_CTX ctx;
-};
+struct Sha256Stream::Ctx : SHA256_CTX {};
+static_assert(sizeof(SHA256_CTX) <= 112 && alignof(SHA256_CTX) <= 8,
+              "Sha256Stream::ctx_bytes_ must hold a SHA256_CTX");
 
-Sha256Stream::Sha256Stream() : impl_(std::make_unique<Impl>()) { SHA256_Init(&impl_->ctx); }
-Sha256Stream::~Sha256Stream() = default;
-Sha256Stream::Sha256Stream(Sha256Stream&&) noexcept = default;
-Sha256Stream& Sha256Stream::operator=(Sha256Stream&&) noexcept = default;
+Sha256Stream::Ctx& Sha256Stream::ctx() {
+  return *std::launder(reinterpret_cast<Ctx*>(ctx_bytes_.data()));
+}
+const Sha256Stream::Ctx& Sha256Stream::ctx() const {
+  return *std::launder(reinterpret_cast<const Ctx*>(ctx_bytes_.data()));
+}
+
+Sha256Stream::Sha256Stream() {
+  ::new (static_cast<void*>(ctx_bytes_.data())) Ctx();
+  SHA256_Init(&ctx());
+}
 
 void Sha256Stream::Update(std::span<const uint8_t> bytes) {
-  if (!bytes.empty()) SHA256_Update(&impl_->ctx, bytes.data(), bytes.size());
+  if (!bytes.empty()) SHA256_Update(&ctx(), bytes.data(), bytes.size());
 }
 
 void Sha256Stream::UpdateU32Le(uint32_t v) {
@@ -74,14 +82,14 @@ void Sha256Stream::UpdateU32Le(uint32_t v) {
 
 Digest Sha256Stream::Finalize() {
   Digest d{};
-  SHA256_Final(d.data(), &impl_->ctx);
+  SHA256_Final(d.data(), &ctx());
   return d;
 }
 
 // OpenSSL keeps the pending bytes of the block, as bytes, in `data`
 // (md32_common.h copies them there with memcpy), `num` of them.
 Sha256State Sha256Stream::Export() const {
-  const SHA256_CTX& c = impl_->ctx;
+  const SHA256_CTX& c = ctx();
   Sha256State s;
   for (size_t i = 0; i < 8; ++i) PutU32Le(s.bytes.data() + 4 * i, c.h[i]);
   PutU32Le(s.bytes.data() + kLengthAt, c.Nl);
@@ -94,7 +102,7 @@ Sha256State Sha256Stream::Export() const {
 Result<Sha256Stream> Sha256Stream::Import(const Sha256State& state) {
   LOCKSTEP_ASSIGN_OR_RETURN(Sha256State s, Sha256State::Parse(state.bytes));
   Sha256Stream out;
-  SHA256_CTX& c = out.impl_->ctx;
+  SHA256_CTX& c = out.ctx();
   for (size_t i = 0; i < 8; ++i) c.h[i] = GetU32Le(s.bytes.data() + 4 * i);
   c.Nl = GetU32Le(s.bytes.data() + kLengthAt);
   c.Nh = GetU32Le(s.bytes.data() + kLengthAt + 4);

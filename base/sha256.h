@@ -53,11 +53,11 @@ struct Sha256State {
 class Sha256Stream {
  public:
   Sha256Stream();
-  ~Sha256Stream();
+  ~Sha256Stream() = default;
   Sha256Stream(const Sha256Stream&) = delete;
   Sha256Stream& operator=(const Sha256Stream&) = delete;
-  Sha256Stream(Sha256Stream&&) noexcept;
-  Sha256Stream& operator=(Sha256Stream&&) noexcept;
+  Sha256Stream(Sha256Stream&&) noexcept = default;
+  Sha256Stream& operator=(Sha256Stream&&) noexcept = default;
 
   void Update(std::span<const uint8_t> bytes);
   void Update(const Digest& d) { Update(std::span<const uint8_t>(d)); }
@@ -72,8 +72,13 @@ class Sha256Stream {
   static Result<Sha256Stream> Import(const Sha256State& state);
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  // OpenSSL's SHA256_CTX, held inline (its size is checked in the .cc) so
+  // that streams, and chains resumed on a pipeline's last stage, never
+  // allocate. Moving copies it: the context is plain data.
+  struct Ctx;
+  Ctx& ctx();
+  const Ctx& ctx() const;
+  alignas(8) std::array<uint8_t, 112> ctx_bytes_{};
 };
 
 }  // namespace lockstep

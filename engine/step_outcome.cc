@@ -7,8 +7,10 @@ namespace lockstep {
 // The floats' in-memory bytes are their u32 LE bits on the hosts we build for.
 static_assert(std::endian::native == std::endian::little);
 Digest LogitsSha256(std::span<const float> logits) {
-  return Sha256(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()),
-                                         logits.size_bytes()));
+  Sha256Stream s;  // the stream allocates nothing (a decode step must not)
+  s.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()),
+                                    logits.size_bytes()));
+  return s.Finalize();
 }
 
 StepOutcome ChooseAndWitness(std::span<const float> logits, const SamplingParams& params,
