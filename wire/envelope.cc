@@ -112,8 +112,12 @@ void WriteFrameHeader(Frame& frame, size_t words) {
 
 bool IsExactCanonical(capnp::MessageBuilder& message, size_t words) {
   auto segments = message.getSegmentsForOutput();
-  return segments.size() == 1 && segments[0].size() == words &&
-         message.isCanonical();
+  if (segments.size() != 1 || segments[0].size() != words) return false;
+  // Checked on a reader over the built segment: the builder's own
+  // isCanonical() canonicalises a copy (allocating), the reader's walks
+  // the words in place (a worker's per-step frames must not allocate).
+  capnp::SegmentArrayMessageReader reader(segments);
+  return reader.isCanonical();
 }
 
 }  // namespace internal

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <capnp/message.h>
@@ -91,6 +92,10 @@ Frame MarshalEnvelope(capnp::MessageBuilder& message);
 // is identical either way.
 template <typename Fill>
 Frame MarshalEnvelopeInPlace(size_t words, Fill&& fill);
+// The same into *out, reusing its storage: no allocation when its capacity
+// already holds the frame (a worker's per-step frames, wire/frame_pool.h).
+template <typename Fill>
+void MarshalEnvelopeInPlace(size_t words, Fill&& fill, Frame* out);
 
 namespace internal {
 // Writes the frame header for a `words`-word segment 0 into frame[0..8).
@@ -99,23 +104,30 @@ bool IsExactCanonical(capnp::MessageBuilder& message, size_t words);
 }  // namespace internal
 
 template <typename Fill>
-Frame MarshalEnvelopeInPlace(size_t words, Fill&& fill) {
-  Frame frame(8 + words * sizeof(capnp::word));  // zeroed, as capnp requires
+void MarshalEnvelopeInPlace(size_t words, Fill&& fill, Frame* out) {
+  out->assign(8 + words * sizeof(capnp::word), 0);  // zeroed, as capnp requires
   {
     // operator new storage is aligned for capnp::word (8 <= 16).
     capnp::FlatMessageBuilder message(kj::arrayPtr(
-        reinterpret_cast<capnp::word*>(frame.data() + 8), words));
+        reinterpret_cast<capnp::word*>(out->data() + 8), words));
     auto root = message.initRoot<schema::Envelope>();
     root.setVersion(kProtocolVersion);
     fill(root);
     if (internal::IsExactCanonical(message, words)) {
-      internal::WriteFrameHeader(frame, words);
-      return frame;
+      internal::WriteFrameHeader(*out, words);
+      return;
     }
   }
   capnp::MallocMessageBuilder message(words + 16);
   fill(message.initRoot<schema::Envelope>());
-  return MarshalEnvelope(message);
+  *out = MarshalEnvelope(message);
+}
+
+template <typename Fill>
+Frame MarshalEnvelopeInPlace(size_t words, Fill&& fill) {
+  Frame frame;
+  MarshalEnvelopeInPlace(words, std::forward<Fill>(fill), &frame);
+  return frame;
 }
 
 // Human-readable name of an envelope's union member ("hidden", "logits").

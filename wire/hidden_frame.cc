@@ -183,9 +183,9 @@ void WriteHidden(const HiddenFrame& h, schema::HiddenFrame::Builder out) {
   out.setDigest(DigestData(HiddenDigestOf(h, bytes)));
   if (h.handoff) WriteHandoff(*h.handoff, out.initHandoff());
   out.setNoOutput(h.no_output);
-  if (!h.layer_digests.empty()) {
-    WriteLayerDigests(h.layer_digests, out.initLayerDigests(h.layer_digests.size() * 32));
-  }
+  // Always set (empty when untraced): the last pointer is then never null,
+  // so the frame built in place is already canonical (no copy, no allocation).
+  WriteLayerDigests(h.layer_digests, out.initLayerDigests(h.layer_digests.size() * 32));
 }
 
 Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in) {
@@ -220,9 +220,9 @@ void WriteLogits(const Logits& l, schema::Logits::Builder out) {
   const auto bytes = AsBytes(l.payload);
   std::memcpy(out.initPayload(bytes.size()).begin(), bytes.data(), bytes.size());
   out.setDigest(DigestData(LogitsDigestOf(l, bytes)));
-  if (!l.layer_digests.empty()) {
-    WriteLayerDigests(l.layer_digests, out.initLayerDigests(l.layer_digests.size() * 32));
-  }
+  // Always set (empty when untraced): the last pointer is then never null,
+  // so the frame built in place is already canonical (no copy, no allocation).
+  WriteLayerDigests(l.layer_digests, out.initLayerDigests(l.layer_digests.size() * 32));
 }
 
 Result<Logits> ReadLogits(schema::Logits::Reader in) {
@@ -252,13 +252,20 @@ Digest LogitsDigest(const Logits& logits) {
   return LogitsDigestOf(logits, AsBytes(logits.payload));
 }
 
-Frame MarshalHidden(const HiddenFrame& frame) {
-  return MarshalEnvelopeInPlace(
+void MarshalHidden(const HiddenFrame& frame, Frame* out) {
+  MarshalEnvelopeInPlace(
       CanonicalWords<schema::HiddenFrame>(frame.payload.size()) + HandoffWords(frame.handoff) +
           LayerDigestWords(frame.layer_digests),
       [&frame](schema::Envelope::Builder root) {
         internal::WriteHidden(frame, root.initHidden());
-      });
+      },
+      out);
+}
+
+Frame MarshalHidden(const HiddenFrame& frame) {
+  Frame out;
+  MarshalHidden(frame, &out);
+  return out;
 }
 
 Result<HiddenFrame> UnmarshalHidden(std::span<const uint8_t> bytes,

@@ -62,6 +62,9 @@ Digest LogitsDigest(const Logits& logits);
 
 // REQUIRES: frame.payload.size() == frame.seq * frame.hidden, both > 0.
 Frame MarshalHidden(const HiddenFrame& frame);
+// The same bytes into *out, reusing its storage (no allocation when its
+// capacity holds the frame).
+void MarshalHidden(const HiddenFrame& frame, Frame* out);
 // Errors: see ParseEnvelope; Invalid if the envelope is not a hidden frame;
 // Corrupt on zero or overflowing dims, a payload that is not
 // seq * hidden * 4 bytes, a digest of the wrong size, or

@@ -112,6 +112,12 @@ struct SessionOpen {
   trace @3 :Bool;             # Every stage reports, per step, the SHA-256 of
                               # the hidden state after each of its layers
                               # (`layerDigests`; docs/receipts.md, trace).
+  reservePositions @4 :UInt32;  # Cache entries the session is expected to
+                              # reach (prompt + tokens to generate); each
+                              # stage reserves them up front, within its
+                              # limits, so decode steps do not allocate.
+                              # 0: none (the cache grows as needed). A hint:
+                              # never a limit, never changes a bit.
 }
 
 struct Sampling {

@@ -75,6 +75,7 @@ void Write(const SessionOpen& m, s::Envelope::Builder e) {
   auto out = e.initSessionOpen();
   out.setSessionId(m.session_id);
   out.setTrace(m.trace);
+  out.setReservePositions(m.reserve_positions);
   auto sampling = out.initSampling();
   sampling.setTemperatureBits(m.sampling.temperature_bits);
   sampling.setTopK(m.sampling.top_k);
@@ -114,9 +115,9 @@ void Write(const StepResult& m, s::Envelope::Builder e) {
   out.setLogitsSha256(DigestData(m.logits_sha256));
   out.setChainState(StateData(m.chain_state));
   out.setDigest(DigestData(StepResultDigest(m)));
-  if (!m.layer_digests.empty()) {
-    internal::WriteLayerDigests(m.layer_digests, out.initLayerDigests(m.layer_digests.size() * 32));
-  }
+  // Always set (empty when untraced): the last pointer is then never null,
+  // so the frame built in place is already canonical (no copy, no allocation).
+  internal::WriteLayerDigests(m.layer_digests, out.initLayerDigests(m.layer_digests.size() * 32));
 }
 
 void Write(const HiddenFrame& m, s::Envelope::Builder e) {
@@ -249,6 +250,7 @@ Result<Message> Read(s::SessionOpen::Reader in) {
   SessionOpen m;
   m.session_id = in.getSessionId();
   m.trace = in.getTrace();
+  m.reserve_positions = in.getReservePositions();
   if (in.hasSampling()) {
     auto p = in.getSampling();
     m.sampling = Sampling{p.getTemperatureBits(), p.getTopK(), p.getTopPBits(), p.getSeed()};
@@ -381,9 +383,23 @@ const char* MessageName(const Message& message) {
   return std::visit([](const auto& m) { return NameOf(m); }, message);
 }
 
+void MarshalStepResult(const StepResult& r, Frame* out) {
+  // Canonical size: root pointer, Envelope, StepResult, then its blobs in
+  // order (logits sha256, chain state, digest, layer digests).
+  const size_t words = 1 + capnp::sizeInWords<s::Envelope>() + capnp::sizeInWords<s::StepResult>() +
+                       32 / 8 + (Sha256State::kBytes + 7) / 8 + 32 / 8 +
+                       r.layer_digests.size() * 32 / 8;
+  MarshalEnvelopeInPlace(words, [&r](s::Envelope::Builder root) { Write(r, root); }, out);
+}
+
 Frame MarshalMessage(const Message& message) {
   if (const auto* h = std::get_if<HiddenFrame>(&message)) return MarshalHidden(*h);
   if (const auto* l = std::get_if<Logits>(&message)) return MarshalLogits(*l);
+  if (const auto* r = std::get_if<StepResult>(&message)) {
+    Frame out;
+    MarshalStepResult(*r, &out);
+    return out;
+  }
   capnp::MallocMessageBuilder builder;
   auto root = builder.initRoot<s::Envelope>();
   std::visit([&root](const auto& m) { Write(m, root); }, message);

@@ -77,6 +77,7 @@ struct SessionOpen {
   WindowSpec window;
   Sampling sampling;
   bool trace = false;  // stages report per-layer digests (layer_digests)
+  uint32_t reserve_positions = 0;  // cache entries to reserve up front (a hint)
 };
 
 // Token input to the first stage; `phase` selects the envelope member.
@@ -105,6 +106,9 @@ struct StepResult {
 // LE), logits_sha256 and chain_state bytes, then any layer digests (tagged
 // "layers", counted): the StepResult's frame digest.
 Digest StepResultDigest(const StepResult& r);
+// MarshalMessage(r)'s bytes into *out, reusing its storage (no allocation
+// when its capacity holds the frame): the last stage's per-step reply.
+void MarshalStepResult(const StepResult& r, Frame* out);
 
 struct Evict {
   uint64_t session_id = 0;
