@@ -284,13 +284,15 @@ void Coordinator::ShutdownWorkers(const std::string& reason) {
 
 Result<std::unique_ptr<RemoteSession>> Coordinator::OpenSession(std::optional<int> window,
                                                                 const SamplingParams& sampling,
-                                                                bool trace) {
+                                                                bool trace,
+                                                                uint32_t reserve_positions) {
   if (window && *window < 0) return InvalidError("--window must be >= 0");
   LOCKSTEP_RETURN_IF_ERROR(ValidateSamplingParams(sampling));
   LOCKSTEP_RETURN_IF_ERROR(health());
   wire::SessionOpen open;
   open.session_id = NewSessionId();
   open.trace = trace;
+  open.reserve_positions = reserve_positions;
   open.sampling = wire::Sampling{std::bit_cast<uint32_t>(sampling.temperature), sampling.top_k,
                                  std::bit_cast<uint32_t>(sampling.top_p), sampling.seed};
   if (window) {

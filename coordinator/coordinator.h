@@ -114,10 +114,13 @@ class Coordinator {
   // A new session. window: W for every layer, else the model's own windows.
   // sampling: how its tokens are chosen, fixed for the session (Invalid if
   // ValidateSamplingParams refuses it). trace: every step reports its
-  // per-layer digests (RemoteSession::StepTrace).
+  // per-layer digests (RemoteSession::StepTrace). reserve_positions: the
+  // cache length the session is expected to reach (prompt + gen), reserved
+  // up front on every stage within its limits (0: none; never a limit).
   Result<std::unique_ptr<RemoteSession>> OpenSession(std::optional<int> window,
                                                      const SamplingParams& sampling = {},
-                                                     bool trace = false);
+                                                     bool trace = false,
+                                                     uint32_t reserve_positions = 0);
 
   // Asks every worker to exit (best effort; returns at once).
   void ShutdownWorkers(const std::string& reason);

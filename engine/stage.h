@@ -89,6 +89,11 @@ class Stage {
   // Scratch sized for calls of up to max_tokens rows over up to max_keys
   // cached positions.
   ForwardScratch NewScratch(size_t max_tokens, size_t max_keys) const;
+  // Grows `s` (never shrinks it) to the same capacity, e.g. when a session
+  // announces the length it will reach.
+  void ReserveScratch(ForwardScratch& s, size_t max_tokens, size_t max_keys) const {
+    Reserve(s, max_tokens, max_keys);
+  }
 
   // First stage only: hidden[t] = embed[tokens[t]] (§2.5). Invalid error
   // for an id >= vocab. hidden: resized to [tokens][hidden].

@@ -45,7 +45,10 @@ Result<ClusterConfig> LoopbackConfig(const LoopbackOptions& o, const ModelInfo& 
 Result<ClusterRun> RunOnCluster(Coordinator& coordinator, const DecodeRequest& req,
                                 std::optional<int> window, int runs, bool trace) {
   const BackendFactory open = [&]() -> Result<std::unique_ptr<StepBackend>> {
-    LOCKSTEP_ASSIGN_OR_RETURN(auto session, coordinator.OpenSession(window, req.sampling, trace));
+    const uint32_t reserve =
+        static_cast<uint32_t>(std::min<uint64_t>(req.prompt.size() + req.gen, UINT32_MAX));
+    LOCKSTEP_ASSIGN_OR_RETURN(auto session,
+                              coordinator.OpenSession(window, req.sampling, trace, reserve));
     return std::unique_ptr<StepBackend>(std::move(session));
   };
   const WireStats before = coordinator.stats();

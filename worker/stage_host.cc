@@ -17,6 +17,12 @@
 namespace lockstep {
 namespace {
 
+// "session S step T", for errors (built only when one is reported).
+template <typename M>
+std::string StepName(const M& m) {
+  return "session " + std::to_string(m.session_id) + " step " + std::to_string(m.step);
+}
+
 SamplingParams FromWire(const wire::Sampling& w) {
   return SamplingParams{std::bit_cast<float>(w.temperature_bits), w.top_k,
                         std::bit_cast<float>(w.top_p_bits), w.seed};
@@ -269,8 +275,18 @@ Status StageHost::OnOpen(const wire::SessionOpen& m) {
     if (window > static_cast<uint32_t>(INT32_MAX)) return InvalidError("window too large");
     LOCKSTEP_RETURN_IF_ERROR(cache.SetWindow(l, static_cast<int>(window)));
   }
+  ReserveHint(m, cache);
   sessions_.try_emplace(m.session_id, std::move(cache), sampling).first->second.trace = m.trace;
   return Status::Ok();
+}
+
+void StageHost::ReserveHint(const wire::SessionOpen& m, KvCache& cache) {
+  const uint32_t max = MaxPositions(Limits{}, stage_->config().max_position_embeddings);
+  const uint64_t want = max > 0 ? std::min(m.reserve_positions, max) : m.reserve_positions;
+  // A hint only: never past the model's positions or the KV budget.
+  if (want == 0 || !CheckKvBudget(want, [] { return std::string(); }).ok()) return;
+  cache.Reserve(want);
+  stage_->ReserveScratch(scratch_, 1, want);  // attention over `want` keys (grows only)
 }
 
 Status StageHost::OnEvict(const wire::Evict& m) {
@@ -284,8 +300,10 @@ Status StageHost::OnFork(const wire::Fork& m) {
   }
   LOCKSTEP_ASSIGN_OR_RETURN(Session * src, Find(m.source_session_id));
   LOCKSTEP_RETURN_IF_ERROR(
-      CheckKvBudget(src->cache.size(), "fork of session " + std::to_string(m.source_session_id) +
-                                           " into " + std::to_string(m.new_session_id)));
+      CheckKvBudget(src->cache.size(), [&m] {
+        return "fork of session " + std::to_string(m.source_session_id) + " into " +
+               std::to_string(m.new_session_id);
+      }));
   sessions_.try_emplace(m.new_session_id, src->cache.Clone(), src->sampling).first->second.trace =
       src->trace;
   return Status::Ok();
@@ -321,13 +339,14 @@ uint64_t StageHost::kv_entries() const {
   return n;
 }
 
-Status StageHost::CheckKvBudget(uint64_t entries, const std::string& what) const {
+Status StageHost::CheckKvBudget(uint64_t entries,
+                                const std::function<std::string()>& what) const {
   const uint64_t per = kv_entry_bytes();
   const uint64_t held = kv_entries() + batch_entries_;
   if (per == 0 || kv_budget_ / per >= held + entries) return Status::Ok();
   const uint64_t asked = (held + entries) > UINT64_MAX / per ? UINT64_MAX : (held + entries) * per;
   return OverLimit(ErrorKind::kOverloaded, "kv_bytes_per_worker",
-                   what + " (KV bytes of all sessions on " + Who() + ")", asked, kv_budget_);
+                   what() + " (KV bytes of all sessions on " + Who() + ")", asked, kv_budget_);
 }
 
 Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
@@ -335,9 +354,7 @@ Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
   if (m.token_ids.empty()) return InvalidError("token input without tokens");
   LOCKSTEP_ASSIGN_OR_RETURN(Session * s, Find(m.session_id));
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.token_ids.size()));
-  LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(m.token_ids.size(),
-                                         "session " + std::to_string(m.session_id) + " step " +
-                                             std::to_string(m.step)));
+  LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(m.token_ids.size(), [&m] { return StepName(m); }));
   LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
   trace_.Clear();
   *in = Input{s,           m.session_id, m.step, m.first_position, m.token_ids.size(),
@@ -358,8 +375,7 @@ Status StageHost::AcceptHidden(const wire::HiddenFrame& m, Input* in) {
                         " but this stage starts at layer " + std::to_string(assign_.layer_lo));
   }
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.seq));
-  LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(
-      m.seq, "session " + std::to_string(m.session_id) + " step " + std::to_string(m.step)));
+  LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(m.seq, [&m] { return StepName(m); }));
   const size_t expected = s->trace ? m.resume_layer : 0;
   if (m.layer_digests.size() != expected) {
     return InvalidError("hidden frame carries " + std::to_string(m.layer_digests.size()) +
@@ -533,8 +549,8 @@ void StageHost::EmitOutcome(const Input& in, std::span<const float> logits,
         ChooseAndWitness(logits, in.session->sampling, h.decode_step, &*chain, &sampling_);
     const wire::StepResult r{in.session_id, in.step,        o.token,
                              o.logits_sha256, chain->Export(), TraceOf(in)};
-    out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(r), "", "", true,
-                            in.session_id});
+    out->push_back(Outgoing{Outgoing::To::kCoordinator, TakeFrame(), "", "", true, in.session_id});
+    wire::MarshalStepResult(r, &out->back().frame);
     return;
   }
   wire::Logits msg{in.session_id, in.step, static_cast<uint32_t>(logits.size()),
@@ -544,20 +560,26 @@ void StageHost::EmitOutcome(const Input& in, std::span<const float> logits,
 }
 
 void StageHost::EmitHidden(const Input& in, std::span<const float> rows,
-                           std::vector<Outgoing>* out) const {
+                           std::vector<Outgoing>* out) {
   const size_t h = stage_->hidden();
-  wire::HiddenFrame frame{in.session_id,
-                          in.step,
-                          in.first_pos,
-                          static_cast<uint32_t>(rows.size() / h),
-                          static_cast<uint32_t>(h),
-                          assign_.layer_hi,
-                          std::vector<float>(rows.begin(), rows.end()),
-                          in.handoff != nullptr ? *in.handoff : std::nullopt,
-                          in.no_output,
-                          TraceOf(in)};
-  out->push_back(
-      Outgoing{Outgoing::To::kNextStage, wire::MarshalHidden(frame), "", "", true, in.session_id});
+  wire::HiddenFrame& frame = out_hidden_;  // reused: its vectors keep their storage
+  frame.session_id = in.session_id;
+  frame.step = in.step;
+  frame.first_position = in.first_pos;
+  frame.seq = static_cast<uint32_t>(rows.size() / h);
+  frame.hidden = static_cast<uint32_t>(h);
+  frame.resume_layer = assign_.layer_hi;
+  frame.payload.assign(rows.begin(), rows.end());
+  frame.handoff = in.handoff != nullptr ? *in.handoff : std::nullopt;
+  frame.no_output = in.no_output;
+  frame.layer_digests.clear();
+  if (in.session->trace) {
+    frame.layer_digests.assign(trace_.digests().begin(), trace_.digests().end());
+  }
+  out->push_back(Outgoing{Outgoing::To::kNextStage, TakeFrame(), "", "", true, in.session_id});
+  wire::MarshalHidden(frame, &out->back().frame);
 }
+
+wire::Frame StageHost::TakeFrame() { return frame_pool_ ? frame_pool_->Take() : wire::Frame(); }
 
 }  // namespace lockstep

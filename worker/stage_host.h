@@ -41,6 +41,7 @@
 #include "engine/ops/kernels.h"
 #include "engine/sampling.h"
 #include "engine/stage.h"
+#include "wire/frame_pool.h"
 #include "wire/messages.h"
 
 namespace lockstep {
@@ -110,6 +111,11 @@ class StageHost {
   // Entries held by every session together.
   uint64_t kv_entries() const;
 
+  // Per-step frames (hidden frames, step results) are marshalled into
+  // frames taken from `pool`, which whoever sends them gives back, so that a
+  // decode step allocates nothing. `pool` must outlive the host; null: none.
+  void set_frame_pool(wire::FramePool* pool) { frame_pool_ = pool; }
+
   // Frees every session (their coordinator is gone); the stage stays loaded.
   void DropSessions() { sessions_.clear(); }
 
@@ -136,6 +142,8 @@ class StageHost {
   void Rewire(const wire::Assign& m, std::vector<Outgoing>* out);
   Status LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* out);
   Status OnOpen(const wire::SessionOpen& m);
+  // Reserves the session's expected cache length (SessionOpen's hint).
+  void ReserveHint(const wire::SessionOpen& m, KvCache& cache);
   Status OnTokens(const wire::TokenInput& m, std::vector<Outgoing>* out);
   Status OnHidden(const wire::HiddenFrame& m, std::vector<Outgoing>* out);
   Status OnEvict(const wire::Evict& m);
@@ -165,15 +173,17 @@ class StageHost {
   // What a step sends on: its StepResult (with a handoff) or its logits to
   // the coordinator (last stage), or its rows [n][hidden] to the next stage.
   void EmitOutcome(const Input& in, std::span<const float> logits, std::vector<Outgoing>* out);
-  void EmitHidden(const Input& in, std::span<const float> rows,
-                  std::vector<Outgoing>* out) const;
+  void EmitHidden(const Input& in, std::span<const float> rows, std::vector<Outgoing>* out);
+  // A pooled frame to marshal a step's output into (empty without a pool).
+  wire::Frame TakeFrame();
   // The step's layer digests so far when its session is traced, else empty.
   std::vector<Digest> TraceOf(const Input& in) const;
   // first_position follows the cache, and the n positions fit the model.
   Status CheckPosition(const Session& s, uint32_t first_position, size_t n) const;
   // Ok when `entries` more (plus those reserved by the batch being
   // gathered) fit the KV budget.
-  Status CheckKvBudget(uint64_t entries, const std::string& what) const;
+  // `what` names the request, built only for the error.
+  Status CheckKvBudget(uint64_t entries, const std::function<std::string()>& what) const;
   void Forward(const wire::Message& message, std::vector<Outgoing>* out) const;
   void Report(const Status& st, bool has_session, uint64_t session_id,
               std::vector<Outgoing>* out) const;
@@ -195,6 +205,8 @@ class StageHost {
   std::vector<float> batch_hidden_;      // [max_batch][hidden], sized when assigned
   std::vector<float> batch_logits_;      // [max_batch][vocab], last stage only
   SamplingScratch sampling_;             // last stage: ChooseToken's buffers
+  wire::HiddenFrame out_hidden_;         // EmitHidden's frame, reused step to step
+  wire::FramePool* frame_pool_ = nullptr;
   uint64_t batched_steps_ = 0;
   uint64_t batched_rows_ = 0;
   uint64_t kv_budget_ = UINT64_MAX;

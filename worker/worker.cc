@@ -74,6 +74,7 @@ void Worker::ComputeMain(std::promise<Status>* pinned) {
   pinned->set_value(pin);
   if (!pin.ok()) return;
   StageHost host(options_.name, options_.compute);
+  host.set_frame_pool(&frames_);
   host.set_model_dir_override(options_.model_dir_override);
   if (options_.observe_hidden_for_testing) {
     host.set_observe_hidden_for_testing(options_.observe_hidden_for_testing);
@@ -194,7 +195,10 @@ void Worker::ServeLoop() {
       }
     }
     if (items[1].revents & ZMQ_POLLIN) {
-      for (Outgoing& o : outbox_.Drain()) Deliver(o);
+      for (Outgoing& o : outbox_.Drain()) {
+        Deliver(o);
+        frames_.Give(std::move(o.frame));  // back to the compute thread's next step
+      }
     }
     if (count == 3 && (items[2].revents & ZMQ_POLLIN)) {
       (void)next_->Receive(milliseconds(0));  // the next stage never talks back; drop

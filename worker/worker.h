@@ -43,6 +43,7 @@
 
 #include "base/status.h"
 #include "engine/model_loader.h"
+#include "wire/frame_pool.h"
 #include "wire/messages.h"
 #include "wire/transport.h"
 #include "base/limits.h"
@@ -160,6 +161,7 @@ class Worker {
   size_t open_sessions_ = 0;           // I/O thread: opened/forked minus released
   Mailbox<Work> inbox_;                // I/O -> compute
   Mailbox<Outgoing> outbox_;           // compute -> I/O
+  wire::FramePool frames_;             // sent frames, back to the compute thread
   std::thread compute_;
   std::atomic<bool> stop_{false};
   std::atomic<size_t> session_count_{0};

@@ -1,5 +1,5 @@
 // A decode step allocates nothing once the cache and scratch are sized at
-// session start: this binary replaces the global operator new and counts.
+// session start (tests/counting_allocator.h counts every operator new).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,37 +11,7 @@
 #include "model_fixture.h"
 #include "tests/fixture_absent.h"
 
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<size_t> g_allocs{0};
-
-void* Allocate(size_t n) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
-  void* p = std::malloc(n == 0 ? 1 : n);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-void* AllocateAligned(size_t n, std::align_val_t a) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
-  const size_t al = static_cast<size_t>(a);
-  void* p = std::aligned_alloc(al, (n + al - 1) / al * al);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(size_t n) { return Allocate(n); }
-void* operator new[](size_t n) { return Allocate(n); }
-void* operator new(size_t n, std::align_val_t a) { return AllocateAligned(n, a); }
-void* operator new[](size_t n, std::align_val_t a) { return AllocateAligned(n, a); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+#include "tests/counting_allocator.h"
 
 namespace lockstep::testing {
 namespace {
