@@ -172,8 +172,11 @@ TEST(HiddenFrameMalformedTest, FlippedHeaderFieldBitIsRejected) {
 TEST(HiddenFrameMalformedTest, EverySingleBitFlipIsRejectedOrMeaningless) {
   // Canonical form pins every word; the only bits left are the padding
   // inside struct data sections (Envelope: 16 after the union tag;
-  // HiddenFrame: 32 after resumeLayer), which no field reads. A flip there
-  // must decode to exactly the original frame; every other flip must fail.
+  // HiddenFrame: 32 after resumeLayer), which no field reads, and the 30
+  // offset bits of the empty layer-digest blob's pointer (an empty list
+  // points at nothing; Cap'n Proto's canonical check does not pin them).
+  // A flip there must decode to exactly the original frame; every other
+  // flip must fail.
   const HiddenFrame in = MakeHidden(1, kWidth, 4);
   const Frame good = MarshalHidden(in);
   int unnoticed = 0;
@@ -190,7 +193,7 @@ TEST(HiddenFrameMalformedTest, EverySingleBitFlipIsRejectedOrMeaningless) {
                 out.status().kind() == ErrorKind::kInvalid)
         << "bit " << bit << ": " << out.status().ToString();
   }
-  EXPECT_LE(unnoticed, 48);
+  EXPECT_LE(unnoticed, 48 + 30);
 }
 
 TEST(HiddenFrameMalformedTest, NonCanonicalEncodingIsCorrupt) {
