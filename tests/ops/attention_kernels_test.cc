@@ -15,33 +15,15 @@
 
 #include "engine/ops/dispatch.h"
 #include "engine/ops/kernels.h"
+#include "random_values.h"
 
 namespace lockstep::ops {
 namespace {
 
+using testing::FromBits;
+using testing::RandomValues;
+
 constexpr size_t T = kKvTile;
-
-float FromBits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-
-// Values with varied exponents; with `special`, sometimes ±0, ±inf, NaN,
-// denormals or huge values.
-std::vector<float> Values(std::mt19937& rng, size_t n, bool special) {
-  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  std::uniform_int_distribution<int> pick(0, 15);
-  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
-                            -std::numeric_limits<float>::infinity(), FromBits(0xFFC00000u),
-                            FromBits(0x00000001u), FromBits(0x807FFFFFu), 1e30f, -1e-30f};
-  std::vector<float> v(n);
-  for (float& x : v) {
-    x = u(rng) * std::ldexp(1.0f, pick(rng) - 8);
-    if (special && pick(rng) == 0) x = specials[static_cast<size_t>(pick(rng)) % 9];
-  }
-  return v;
-}
 
 bool SameBits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * 4) == 0; }
 
@@ -59,8 +41,8 @@ TEST(AttentionKernels, ScoresEqualScalar) {
         for (size_t t1 = 0; t1 <= 9; ++t1)
           for (size_t t0 : {size_t{0}, size_t{1}, t1 / 2}) {
             if (t0 > t1) continue;
-            const auto q = Values(rng, g * hd + 1, special);
-            const auto k = Values(rng, t1 * hd * T + 1, special);
+            const auto q = RandomValues(rng, g * hd + 1, special);
+            const auto k = RandomValues(rng, t1 * hd * T + 1, special);
             const size_t ss = t1 * T + 5;  // a row stride that is not a whole tile
             std::vector<float> want(g * ss + 1, 7.0f);
             AttendScores(q.data() + 1, g, k.data() + 1, t0, t1, hd, 0.125f, want.data() + 1, ss);
@@ -81,7 +63,7 @@ TEST(AttentionKernels, SoftmaxEqualsScalar) {
   for (size_t n : {47, 64, 255, 2049}) sizes.push_back(n);
   for (bool special : {false, true})
     for (size_t n : sizes) {
-      std::vector<std::vector<float>> cases = {Values(rng, n + 1, special)};
+      std::vector<std::vector<float>> cases = {RandomValues(rng, n + 1, special)};
       if (n > 0) {  // zero maxima whose sign the first occurrence decides
         std::vector<float> z(n + 1, -1.0f);
         z[1 + n / 2] = -0.0f;
@@ -107,7 +89,7 @@ TEST(AttentionKernels, SoftmaxEqualsScalar) {
       // 1..9 rows at a stride past n (sums interleaved in groups of up to 4).
       for (size_t rows = 1; rows <= 9; ++rows) {
         const size_t stride = n + 3;
-        const std::vector<float> in = Values(rng, rows * stride + 1, special);
+        const std::vector<float> in = RandomValues(rng, rows * stride + 1, special);
         std::vector<float> want = in;
         SoftmaxRows(want.data() + 1, n, rows, stride);
         for (size_t r = 0; r < rows; ++r) {  // the reference is SoftmaxSeq per row
@@ -136,8 +118,8 @@ TEST(AttentionKernels, MixEqualsScalar) {
             if (lo > end) continue;
             for (auto [d0, d1] : {std::pair{size_t{0}, hd}, std::pair{hd / 3, hd}, std::pair{size_t{0}, hd / 2}}) {
               const size_t ps = end + 3;
-              const auto p = Values(rng, g * ps + 1, special);
-              const auto v = Values(rng, end * hd + 1, special);
+              const auto p = RandomValues(rng, g * ps + 1, special);
+              const auto v = RandomValues(rng, end * hd + 1, special);
               std::vector<float> want(g * hd + 1, 7.0f);
               AttendMix(p.data() + 1, g, ps, v.data() + 1, lo, end, hd, d0, d1, want.data() + 1);
               for (const Kernels* kt : Tables()) {
@@ -159,8 +141,8 @@ TEST(AttentionKernels, TiledPathEqualsRowMajorReference) {
   for (size_t hd : {2, 8, 16, 64})
     for (size_t n : {1, 15, 16, 17, 40})
       for (size_t lo : {size_t{0}, size_t{1}, n - 1}) {
-        const auto q = Values(rng, hd, false);
-        const auto k = Values(rng, n * hd, false), v = Values(rng, n * hd, false);
+        const auto q = RandomValues(rng, hd, false);
+        const auto k = RandomValues(rng, n * hd, false), v = RandomValues(rng, n * hd, false);
         const size_t tiles = (n + T - 1) / T;
         std::vector<float> kt(tiles * hd * T, 0.0f);
         for (size_t e = 0; e < n; ++e)

@@ -11,16 +11,15 @@
 
 #include "engine/ops/dispatch.h"
 #include "engine/ops/kernels.h"
+#include "random_values.h"
 #include "engine/ops/packed_matrix.h"
 
 namespace lockstep::ops {
 namespace {
 
-float FromBits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
+using testing::FromBits;
+using testing::RandomValues;
+
 uint32_t Bits(float f) {
   uint32_t b;
   std::memcpy(&b, &f, 4);
@@ -31,21 +30,6 @@ std::vector<const Kernels*> Tables() {
   std::vector<const Kernels*> out;
   for (const std::string& n : AvailableIsas()) out.push_back(KernelsByName(n));
   return out;
-}
-
-// Values with varied exponents, plus the special ones when `special`.
-std::vector<float> RandomValues(std::mt19937& rng, size_t n, bool special) {
-  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  std::uniform_int_distribution<int> pick(0, 15);
-  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
-                            -std::numeric_limits<float>::infinity(), FromBits(0xFFC00000u),
-                            FromBits(0x00000001u), FromBits(0x807FFFFFu), 1e30f, -1e-30f};
-  std::vector<float> v(n);
-  for (float& x : v) {
-    x = u(rng) * std::ldexp(1.0f, pick(rng) - 8);
-    if (special && pick(rng) == 0) x = specials[static_cast<size_t>(pick(rng)) % 9];
-  }
-  return v;
 }
 
 // bf16-representable values (low 16 bits zero), so packing as bf16 is exact.
