@@ -116,8 +116,17 @@ bool IsExactCanonical(capnp::MessageBuilder& message, size_t words) {
   // Checked on a reader over the built segment: the builder's own
   // isCanonical() canonicalises a copy (allocating), the reader's walks
   // the words in place (a worker's per-step frames must not allocate).
-  capnp::SegmentArrayMessageReader reader(segments);
-  return reader.isCanonical();
+  // The reader's limits must not refuse what we built (a long prefill's
+  // frame is larger than the default traversal limit); any refusal means
+  // "not known canonical", and the caller takes the copying path.
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = 4 * words + 64;
+  try {
+    capnp::SegmentArrayMessageReader reader(segments, options);
+    return reader.isCanonical();
+  } catch (const kj::Exception&) {
+    return false;
+  }
 }
 
 }  // namespace internal

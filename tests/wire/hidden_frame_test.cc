@@ -82,6 +82,24 @@ TEST(HiddenFrameTest, ExtremeHeaderValuesRoundTrip) {
   ExpectSameFrame(in, RoundTrip(in));
 }
 
+// A long prefill's frame is larger than Cap'n Proto's default reader
+// traversal limit (8 Mi words = 64 MiB): marshalling it in place must not
+// trip that limit, and it decodes (under limits that admit its size) to
+// the same frame.
+TEST(HiddenFrameTest, FrameOverTheDefaultTraversalLimitMarshals) {
+  HiddenFrame big = MakeHidden(1, 2048, 3);
+  big.seq = 9000;
+  big.payload.resize(size_t{big.seq} * big.hidden, 0.5f);
+  const Frame frame = MarshalHidden(big);
+  ASSERT_GT(frame.size(), size_t{64} << 20);
+  DecodeLimits limits;
+  limits.max_frame_bytes = frame.size();
+  Result<HiddenFrame> back = UnmarshalHidden(frame, limits);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->seq, big.seq);
+  EXPECT_TRUE(SameBits(back->payload, big.payload));
+}
+
 TEST(HiddenFrameTest, MarshalIsDeterministic) {
   HiddenFrame in = MakeHidden(3, kSmolLm2Width, 9);
   EXPECT_EQ(MarshalHidden(in), MarshalHidden(in));
