@@ -1,8 +1,10 @@
 #include "engine/sampling.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
+#include <utility>
 
 #include "engine/ops/kernels.h"
 #include "engine/ops/pinned_math.h"
@@ -18,6 +20,28 @@ uint32_t OrderKey(float x) {
 }
 
 uint32_t CandidateId(uint64_t packed) { return static_cast<uint32_t>(packed); }
+
+// Sorts candidates — (~OrderKey(z) << 32) | id, appended in ascending id
+// order — ascending, i.e. z descending then id ascending. A stable LSD
+// radix sort on the high half: stability keeps equal keys in ascending id
+// order, so the result is exactly a comparison sort of the 64-bit values,
+// in a few linear passes instead of n log n comparisons. A pass whose digit
+// is the same for every candidate moves nothing and is skipped.
+void SortCandidates(std::vector<uint64_t>& v, std::vector<uint64_t>& spare) {
+  constexpr int kDigitBits = 11;
+  constexpr size_t kBuckets = size_t{1} << kDigitBits;
+  spare.resize(v.size());
+  std::array<uint32_t, kBuckets> start;
+  for (int shift = 32; shift < 64; shift += kDigitBits) {
+    start.fill(0);
+    for (uint64_t c : v) ++start[(c >> shift) & (kBuckets - 1)];
+    if (start[(v.front() >> shift) & (kBuckets - 1)] == v.size()) continue;
+    uint32_t sum = 0;
+    for (uint32_t& s : start) sum += std::exchange(s, sum);
+    for (uint64_t c : v) spare[start[(c >> shift) & (kBuckets - 1)]++] = c;
+    v.swap(spare);
+  }
+}
 
 }  // namespace
 
@@ -62,13 +86,9 @@ uint32_t ChooseToken(std::span<const float> logits, const SamplingParams& p, uin
     z[i] = e;  // from here on z holds e, by id
   }
   if (order.empty()) return static_cast<uint32_t>(best);  // only if m is NaN
+  SortCandidates(order, scratch->spare);
   size_t kept = order.size();
-  if (p.top_k > 0 && p.top_k < kept) {
-    kept = p.top_k;
-    std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(kept), order.end());
-  } else {
-    std::sort(order.begin(), order.end());
-  }
+  if (p.top_k > 0 && p.top_k < kept) kept = p.top_k;
   auto e_of = [&](size_t j) { return z[CandidateId(order[j])]; };
   float total = 0.0f;
   if (p.top_p < 1.0f) {

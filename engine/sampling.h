@@ -38,6 +38,7 @@ struct SamplingParams {
 struct SamplingScratch {
   std::vector<float> z;          // [vocab]: z, then e
   std::vector<uint64_t> order;   // candidates: (~key(z) << 32) | id
+  std::vector<uint64_t> spare;   // the sort's second buffer
 };
 
 // Invalid (naming the field) unless temperature is 0 or in [1e-3, 100]

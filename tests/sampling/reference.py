@@ -137,6 +137,14 @@ def main():
     probe = sys.argv[1]
     rng = random.Random(20260930)
     cases = [make_case(rng) for _ in range(3000)]
+    # Vocabulary-sized cases: the candidate sort must order tens of
+    # thousands of keys, many tied, spread over signs and exponents.
+    for n in (4096, 49152, 49152, 65536):
+        pool = [f32(rng.gauss(0.0, 4.0)) for _ in range(97)] + [0.0, -0.0]
+        logits = [rng.choice(pool) if rng.random() < 0.5 else f32(rng.uniform(-90.0, 20.0))
+                  for _ in range(n)]
+        for t, k, p in ((f32(0.8), 0, 1.0), (f32(0.7), 0, f32(0.9)), (1.0, 40, 1.0)):
+            cases.append((logits, t, k, p, rng.getrandbits(64), rng.randrange(0, 5000)))
     lines = []
     for logits, t, k, p, seed, step in cases:
         lines.append(" ".join([str(seed), str(step), "%08x" % to_bits(t), str(k), "%08x" % to_bits(p),
