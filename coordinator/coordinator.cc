@@ -6,6 +6,8 @@
 #include <bit>
 #include <iostream>
 
+#include "base/step_timeline.h"
+
 namespace lockstep {
 namespace {
 
@@ -364,6 +366,7 @@ void Coordinator::OnCommand(Command& c) {
         st = it->second;
         sticky_.erase(it);
       }
+      timeline::Mark(timeline::Event::kCoordinatorSend, 0, c.session, c.step);
       if (st.ok()) st = SendTo(0, c.frame);
       if (!st.ok()) return c.promise->set_value(st);
       pending_[c.session] = Pending{c.step, Clock::now() + config_.request_timeout, c.promise};
@@ -401,6 +404,7 @@ void Coordinator::ReceiveFrom(size_t k) {
 }
 
 void Coordinator::OnMessage(size_t k, const wire::Incoming& in) {
+  const uint64_t received = timeline::NowIfEnabled();
   Result<wire::Message> parsed = wire::ParseMessage(in.bytes());
   if (!parsed.ok()) {
     const Status st = parsed.status().WithContext("frame from " + Describe(k));
@@ -418,11 +422,15 @@ void Coordinator::OnMessage(size_t k, const wire::Incoming& in) {
   }
   if (recovery_ && OnRecoveryMessage(k, *parsed)) return;
   if (auto* logits = std::get_if<wire::Logits>(&*parsed)) {
+    timeline::MarkAt(timeline::Event::kCoordinatorReceive, 0, logits->session_id, logits->step,
+                     received);
     auto it = pending_.find(logits->session_id);
     if (it == pending_.end() || it->second.step != logits->step) return;  // stale
     return Resolve(logits->session_id, StepReply(std::move(*logits)));
   }
   if (auto* result = std::get_if<wire::StepResult>(&*parsed)) {
+    timeline::MarkAt(timeline::Event::kCoordinatorReceive, 0, result->session_id, result->step,
+                     received);
     auto it = pending_.find(result->session_id);
     if (it == pending_.end() || it->second.step != result->step) return;  // stale
     return Resolve(result->session_id, StepReply(*result));

@@ -3,6 +3,8 @@
 
 #include <bit>
 
+#include "base/step_timeline.h"
+
 namespace lockstep {
 namespace {
 
@@ -53,6 +55,7 @@ Result<Coordinator::StepReply> RemoteSession::Exchange(std::span<const uint32_t>
                                                        std::optional<wire::ChainHandoff> handoff) {
   wire::TokenInput in = NextInput(tokens, first_position);
   in.handoff = std::move(handoff);
+  timeline::Mark(timeline::Event::kCoordinatorRequest, 0, id(), in.step);
   std::future<Coordinator::ReplyResult> reply =
       coordinator_.Request(id(), in.step, wire::MarshalMessage(in));
   if (reply.wait_for(coordinator_.wait_bound()) != std::future_status::ready) {
@@ -60,6 +63,7 @@ Result<Coordinator::StepReply> RemoteSession::Exchange(std::span<const uint32_t>
                         ": the coordinator did not answer within " +
                         std::to_string(coordinator_.wait_bound().count()) + " ms");
   }
+  timeline::Mark(timeline::Event::kCoordinatorResolved, 0, id(), in.step);
   return reply.get();
 }
 

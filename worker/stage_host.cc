@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "base/limits.h"
+#include "base/step_timeline.h"
 #include "engine/step_outcome.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
@@ -97,6 +98,12 @@ uint64_t StageHost::SessionOf(const wire::Message& m, bool* has) {
   if (auto* p = std::get_if<wire::Fork>(&m)) return p->new_session_id;
   if (auto* p = std::get_if<wire::Release>(&m)) return p->session_id;
   *has = false;
+  return 0;
+}
+
+uint32_t StageHost::StepOf(const wire::Message& m) {
+  if (auto* p = std::get_if<wire::TokenInput>(&m)) return p->step;
+  if (auto* p = std::get_if<wire::HiddenFrame>(&m)) return p->step;
   return 0;
 }
 
@@ -549,14 +556,17 @@ void StageHost::EmitOutcome(const Input& in, std::span<const float> logits,
         ChooseAndWitness(logits, in.session->sampling, h.decode_step, &*chain, &sampling_);
     const wire::StepResult r{in.session_id, in.step,        o.token,
                              o.logits_sha256, chain->Export(), TraceOf(in)};
-    out->push_back(Outgoing{Outgoing::To::kCoordinator, TakeFrame(), "", "", true, in.session_id});
+    out->push_back(Outgoing{Outgoing::To::kCoordinator, TakeFrame(), "", "", true, in.session_id,
+                            in.step});
     wire::MarshalStepResult(r, &out->back().frame);
+    timeline::Mark(timeline::Event::kComputeEnd, assign_.worker_index, in.session_id, in.step);
     return;
   }
   wire::Logits msg{in.session_id, in.step, static_cast<uint32_t>(logits.size()),
                    std::vector<float>(logits.begin(), logits.end()), TraceOf(in)};
   out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(msg), "", "", true,
-                          in.session_id});
+                          in.session_id, in.step});
+  timeline::Mark(timeline::Event::kComputeEnd, assign_.worker_index, in.session_id, in.step);
 }
 
 void StageHost::EmitHidden(const Input& in, std::span<const float> rows,
@@ -576,8 +586,10 @@ void StageHost::EmitHidden(const Input& in, std::span<const float> rows,
   if (in.session->trace) {
     frame.layer_digests.assign(trace_.digests().begin(), trace_.digests().end());
   }
-  out->push_back(Outgoing{Outgoing::To::kNextStage, TakeFrame(), "", "", true, in.session_id});
+  out->push_back(
+      Outgoing{Outgoing::To::kNextStage, TakeFrame(), "", "", true, in.session_id, in.step});
   wire::MarshalHidden(frame, &out->back().frame);
+  timeline::Mark(timeline::Event::kComputeEnd, assign_.worker_index, in.session_id, in.step);
 }
 
 wire::Frame StageHost::TakeFrame() { return frame_pool_ ? frame_pool_->Take() : wire::Frame(); }

@@ -55,6 +55,7 @@ struct Outgoing {
   std::string label;       // kConnectNext: "stage K" of the next stage, for messages
   bool has_session = false;
   uint64_t session_id = 0;  // for reporting a failed send
+  uint32_t step = 0;        // a step's output: its step (timeline marks)
 };
 
 class StageHost {
@@ -78,6 +79,8 @@ class StageHost {
   // or a single-row HiddenFrame on a later one (what HandleDecodeBatch takes).
   bool IsDecodeStep(const wire::Message& message) const;
   static uint64_t SessionOf(const wire::Message& message, bool* has);
+  // The step of a TokenInput or HiddenFrame; 0 for other messages.
+  static uint32_t StepOf(const wire::Message& message);
 
   // Applies decode steps of DISTINCT sessions (IsDecodeStep each, at most
   // max_batch()) as one ForwardBatch/LogitsBatch pass; appends, per session
@@ -121,6 +124,8 @@ class StageHost {
 
   // "worker NAME stage K layers [lo,hi)" (or "worker NAME (unassigned)").
   std::string Who() const;
+  // The assigned stage's index in the pipeline (0 before an Assign).
+  uint32_t stage_index() const { return assign_.worker_index; }
   size_t session_count() const { return sessions_.size(); }
 
  private:

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <unistd.h>
 
+#include "base/step_timeline.h"
 #include "engine/ops/fp_env.h"
 #include "wire/endpoint.h"
 
@@ -88,6 +89,7 @@ void Worker::ComputeMain(std::promise<Status>* pinned) {
     std::optional<Work> first = inbox_.PopWait(milliseconds(500));
     if (!first) continue;
     Gather(std::move(*first), host, &c.works);
+    if (timeline::Enabled()) MarkComputeStart(c);
     // In arrival order; only a run of decode steps of distinct sessions is
     // merged, so no two messages of one session change order and a pending
     // batch is always applied before anything else.
@@ -95,6 +97,17 @@ void Worker::ComputeMain(std::promise<Status>* pinned) {
       if (!Apply(c, work)) return;
     }
     FlushBatch(c);
+  }
+}
+
+void Worker::MarkComputeStart(const Compute& c) const {
+  for (const Work& w : c.works) {
+    bool has = false;
+    const uint64_t session = StageHost::SessionOf(w.message, &has);
+    if (w.kind == Work::Kind::kMessage && has) {
+      timeline::Record(timeline::Event::kComputeStart, c.host.stage_index(), session,
+                       StageHost::StepOf(w.message));
+    }
   }
 }
 
@@ -284,6 +297,7 @@ void Worker::ReplyError(const std::string& peer, const Status& st, std::optional
 }
 
 void Worker::OnIncoming(const wire::Incoming& in) {
+  const uint64_t received = timeline::NowIfEnabled();
   Role role = RoleOf(in);
   if (role == Role::kHolder) {
     coordinator_heard_ = std::chrono::steady_clock::now();
@@ -326,12 +340,18 @@ void Worker::OnIncoming(const wire::Incoming& in) {
     next_.reset();  // a new assignment gets a new next hop
     next_endpoint_.clear();
     const wire::Assign& a = std::get<wire::Assign>(m);
+    stage_index_ = a.worker_index;
     next_key_ = a.next_hop_key;
     upstream_key_ = a.upstream_key;
     if (!a.upstream_key.empty() && !options_.transport.security.insecure) {
       const Status allowed = server_.AllowClient(a.upstream_key);
       if (!allowed.ok()) Log("cannot accept the upstream stage: " + allowed.ToString());
     }
+  }
+  if (session && timeline::Enabled()) {
+    const uint32_t step = StageHost::StepOf(m);
+    timeline::MarkAt(timeline::Event::kWorkerReceive, stage_index_, *session, step, received);
+    timeline::Mark(timeline::Event::kWorkerAdmitted, stage_index_, *session, step);
   }
   if (std::holds_alternative<wire::SessionOpen>(m) || std::holds_alternative<wire::Fork>(m)) {
     ++open_sessions_;
@@ -363,6 +383,7 @@ void Worker::ReportToCoordinator(const Status& st, std::optional<uint64_t> sessi
 }
 
 void Worker::Deliver(Outgoing& o) {
+  if (o.has_session) timeline::Mark(timeline::Event::kWorkerSend, stage_index_, o.session_id, o.step);
   Status st;
   switch (o.to) {
     case Outgoing::To::kConnectNext: {
@@ -396,6 +417,7 @@ void Worker::Deliver(Outgoing& o) {
       }
       st = next_ ? next_->Send(o.frame) : InternalError("no next stage connected");
       if (st.ok()) bytes_to_next_ += o.frame.size();
+      if (st.ok()) timeline::Mark(timeline::Event::kWorkerSent, stage_index_, o.session_id, o.step);
       if (!st.ok()) {
         st = DisconnectedError("cannot send to the next stage (" + next_label_ + "): " +
                                st.message());
@@ -407,6 +429,9 @@ void Worker::Deliver(Outgoing& o) {
       if (!st.ok()) {
         Log("cannot reach the coordinator: " + st.ToString());
         return;
+      }
+      if (o.has_session) {
+        timeline::Mark(timeline::Event::kWorkerSent, stage_index_, o.session_id, o.step);
       }
       break;
   }

@@ -125,6 +125,8 @@ class Worker {
   };
 
   void ComputeMain(std::promise<Status>* pinned);
+  // Timeline marks (base/step_timeline.h) for the steps just gathered.
+  void MarkComputeStart(const Compute& c) const;
   // Applies one work (a decode step joins the batch); false on kStop.
   bool Apply(Compute& c, Work& work);
   void FlushBatch(Compute& c);
@@ -158,6 +160,7 @@ class Worker {
   std::string coordinator_peer_;       // ROUTER identity of the assigning coordinator
   std::string coordinator_key_;        // its CURVE key ("" on plaintext links)
   std::string upstream_key_;           // the previous stage's CURVE key (last Assign)
+  uint32_t stage_index_ = 0;           // this worker's stage (last Assign)
   size_t open_sessions_ = 0;           // I/O thread: opened/forked minus released
   Mailbox<Work> inbox_;                // I/O -> compute
   Mailbox<Outgoing> outbox_;           // compute -> I/O

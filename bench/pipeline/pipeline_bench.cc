@@ -3,6 +3,12 @@
 //
 //   pipeline_bench --config C.json [--sessions 1,3,6] [--gen 32]
 //                  [--prompt-len 8] [--mono-threads 1,2] [--repeats 2] [--label TEXT]
+//   pipeline_bench --model DIR --workers K [--worker-threads T] [--lockstep EXE] ...
+//
+// The second form spawns K loopback worker processes of the lockstep binary
+// EXE (default: next to this one, ../../cli/lockstep) with T compute threads
+// each (default 1), as `lockstep run --workers K --threads T` does, after
+// the monolithic measurements (so idle workers are not even running then).
 //
 // Session i has its own prompt and, for odd i, sampling (temperature 0.8,
 // seed 1000+i). Every session first decodes alone (its solo result, which
@@ -16,6 +22,7 @@
 // --repeats measurements (a shared machine only ever slows a run down).
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <latch>
 #include <sstream>
@@ -28,6 +35,7 @@
 #include "runtime/checked_decode.h"
 #include "runtime/compare.h"
 #include "runtime/local_run.h"
+#include "runtime/worker_processes.h"
 
 namespace lockstep {
 namespace {
@@ -36,6 +44,10 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string config;
+  std::string model;  // loopback: spawn `workers` workers for this folder
+  int workers = 0;
+  int worker_threads = 1;
+  std::string lockstep;
   std::vector<int> sessions = {1, 3, 6};
   std::vector<int> mono_threads = {1, 2};
   uint32_t gen = 32;
@@ -56,6 +68,10 @@ Result<Options> ParseArgs(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--config") o.config = value;
+    else if (flag == "--model") o.model = value;
+    else if (flag == "--workers") o.workers = std::atoi(value.c_str());
+    else if (flag == "--worker-threads") o.worker_threads = std::atoi(value.c_str());
+    else if (flag == "--lockstep") o.lockstep = value;
     else if (flag == "--sessions") o.sessions = ParseList(value);
     else if (flag == "--mono-threads") o.mono_threads = ParseList(value);
     else if (flag == "--gen") o.gen = static_cast<uint32_t>(std::atoi(value.c_str()));
@@ -65,7 +81,10 @@ Result<Options> ParseArgs(int argc, char** argv) {
     else return InvalidError("unknown flag " + flag);
   }
   if (argc % 2 == 0) return InvalidError("every flag takes a value");
-  if (o.config.empty()) return InvalidError("--config is required");
+  if (o.config.empty() == o.model.empty()) return InvalidError("give --config or --model");
+  if (!o.model.empty() && (o.workers < 1 || o.worker_threads < 1)) {
+    return InvalidError("--model needs --workers >= 1 and --worker-threads >= 1");
+  }
   for (int s : o.sessions) {
     if (s < 1 || s > 64) return InvalidError("--sessions entries must be 1..64");
   }
@@ -128,9 +147,35 @@ Result<Row> Concurrent(Coordinator& c, const std::vector<DecodeRequest>& reqs,
   return row;
 }
 
-Status Main(const Options& o) {
+// The cluster config: the file, or a loopback one for --model (workers
+// filled in once they are spawned).
+Result<ClusterConfig> ConfigFor(const Options& o) {
+  if (!o.config.empty()) return LoadClusterConfig(o.config);
+  ClusterConfig cfg;
+  cfg.model_dir = std::filesystem::absolute(o.model).string();
+  cfg.workers.assign(static_cast<size_t>(o.workers), "");
+  cfg.request_timeout = std::chrono::milliseconds(600000);
+  return cfg;
+}
+
+Result<std::unique_ptr<runtime::WorkerProcesses>> SpawnLoopback(const Options& o,
+                                                                 const char* argv0,
+                                                                 ClusterConfig* cfg) {
+  runtime::WorkerSpawnOptions spawn;
+  spawn.exe = o.lockstep;
+  if (spawn.exe.empty()) {
+    spawn.exe = (std::filesystem::absolute(argv0).parent_path() / "../../cli/lockstep").string();
+  }
+  spawn.count = o.workers;
+  spawn.compute.threads = static_cast<size_t>(o.worker_threads);
+  LOCKSTEP_ASSIGN_OR_RETURN(auto procs, runtime::WorkerProcesses::Spawn(spawn));
+  procs->ApplyTo(cfg);
+  return procs;
+}
+
+Status Main(const Options& o, const char* argv0) {
   LOCKSTEP_RETURN_IF_ERROR(ops::PinFpEnvironment());
-  LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(o.config));
+  LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, ConfigFor(o));
   LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(cfg.model_dir, cfg.pins));
   const uint32_t vocab = static_cast<uint32_t>(model.config.vocab_size);
   int max_s = 1;
@@ -158,6 +203,10 @@ Status Main(const Options& o) {
   }
   std::fflush(stdout);
 
+  std::unique_ptr<runtime::WorkerProcesses> procs;
+  if (!o.model.empty()) {
+    LOCKSTEP_ASSIGN_OR_RETURN(procs, SpawnLoopback(o, argv0, &cfg));
+  }
   zmq::context_t context(1);
   LOCKSTEP_ASSIGN_OR_RETURN(auto c, Coordinator::Start(context, cfg));
   std::vector<DecodeResult> solo;
@@ -182,6 +231,11 @@ Status Main(const Options& o) {
   }
   std::printf("%-10s every concurrent session's digests equal its solo run (%s)\n",
               o.label.c_str(), cfg.ship_logits ? "ship_logits" : "chosen on the last stage");
+  if (procs) {
+    c->ShutdownWorkers("bench finished");
+    c.reset();  // its I/O thread flushes the shutdown as it stops
+    procs->Reap(std::chrono::milliseconds(2000));
+  }
   return Status::Ok();
 }
 
@@ -194,7 +248,7 @@ int main(int argc, char** argv) {
     std::cerr << "pipeline_bench: " << o.status().ToString() << "\n";
     return 2;
   }
-  const lockstep::Status st = lockstep::Main(*o);
+  const lockstep::Status st = lockstep::Main(*o, argv[0]);
   if (!st.ok()) {
     std::cerr << "pipeline_bench: " << st.ToString() << "\n";
     return 1;
