@@ -48,12 +48,29 @@ Worker::~Worker() {
   }
 }
 
+std::unique_ptr<StageHost> Worker::MakeHost() {
+  auto host = std::make_unique<StageHost>(options_.name, options_.compute);
+  host->set_frame_pool(&frames_);
+  host->set_model_dir_override(options_.model_dir_override);
+  if (options_.observe_hidden_for_testing) {
+    host->set_observe_hidden_for_testing(options_.observe_hidden_for_testing);
+  }
+  host->set_max_batch(options_.max_batch);
+  host->set_kv_budget(options_.limits.kv_bytes_per_worker);
+  return host;
+}
+
 void Worker::Log(const std::string& line) const {
   std::cerr << "lockstep worker " << options_.name << ": " << line << "\n";
 }
 
 Status Worker::Run() {
   if (!inbox_.ok() || !outbox_.ok()) return IoError("eventfd failed: " + options_.name);
+  // §1.3: this thread runs decode steps too (inline, see worker.h).
+  if (Status pin = ops::PinFpEnvironment(); !pin.ok()) {
+    return pin.WithContext("refusing to serve (" + options_.name + ")");
+  }
+  host_ = MakeHost();
   std::promise<Status> pinned;
   std::future<Status> pin_result = pinned.get_future();
   compute_ = std::thread([this, &pinned] { ComputeMain(&pinned); });
@@ -74,17 +91,8 @@ void Worker::ComputeMain(std::promise<Status>* pinned) {
   const Status pin = ops::PinFpEnvironment();  // §1.3, this thread computes
   pinned->set_value(pin);
   if (!pin.ok()) return;
-  StageHost host(options_.name, options_.compute);
-  host.set_frame_pool(&frames_);
-  host.set_model_dir_override(options_.model_dir_override);
-  if (options_.observe_hidden_for_testing) {
-    host.set_observe_hidden_for_testing(options_.observe_hidden_for_testing);
-  }
-  host.set_max_batch(options_.max_batch);
-  host.set_kv_budget(options_.limits.kv_bytes_per_worker);
-  Compute c{host, {}, {}, {}};
-  c.works.reserve(host.max_batch() + 1);
-  c.batch.reserve(host.max_batch());
+  StageHost& host = *host_;
+  Compute c = MakeCompute(/*inline_io=*/false);
   for (;;) {
     std::optional<Work> first = inbox_.PopWait(milliseconds(500));
     if (!first) continue;
@@ -97,7 +105,16 @@ void Worker::ComputeMain(std::promise<Status>* pinned) {
       if (!Apply(c, work)) return;
     }
     FlushBatch(c);
+    // Released: the I/O thread that reads 0 may use the host (RunInline).
+    queued_.fetch_sub(c.works.size(), std::memory_order_release);
   }
+}
+
+Worker::Compute Worker::MakeCompute(bool inline_io) {
+  Compute c{*host_, {}, {}, {}, inline_io};
+  c.works.reserve(host_->max_batch() + 1);
+  c.batch.reserve(host_->max_batch());
+  return c;
 }
 
 void Worker::MarkComputeStart(const Compute& c) const {
@@ -159,7 +176,14 @@ void Worker::Publish(Compute& c) {
   batched_steps_.store(c.host.batched_steps());
   batched_rows_.store(c.host.batched_rows());
   compute_nanos_.store(c.host.compute_nanos());
-  for (Outgoing& o : c.out) outbox_.Push(std::move(o));
+  for (Outgoing& o : c.out) {
+    if (c.inline_io) {
+      Deliver(o);
+      frames_.Give(std::move(o.frame));
+    } else {
+      outbox_.Push(std::move(o));
+    }
+  }
   c.out.clear();
 }
 
@@ -186,6 +210,8 @@ void Worker::Gather(Work first, const StageHost& host, std::vector<Work>* works)
 // ---- I/O thread -------------------------------------------------------------
 
 void Worker::ServeLoop() {
+  Compute io = MakeCompute(/*inline_io=*/true);
+  inline_.reserve(host_->max_batch());
   while (!stop_.load()) {
     zmq_pollitem_t items[3] = {
         {server_.socket().handle(), 0, ZMQ_POLLIN, 0},
@@ -206,18 +232,50 @@ void Worker::ServeLoop() {
         }
         OnIncoming(*in);
       }
+      RunInline(io);
     }
-    if (items[1].revents & ZMQ_POLLIN) {
-      for (Outgoing& o : outbox_.Drain()) {
-        Deliver(o);
-        frames_.Give(std::move(o.frame));  // back to the compute thread's next step
-      }
-    }
+    if (items[1].revents & ZMQ_POLLIN) DeliverComputed();
     if (count == 3 && (items[2].revents & ZMQ_POLLIN)) {
       (void)next_->Receive(milliseconds(0));  // the next stage never talks back; drop
     }
     CheckCoordinator();
   }
+}
+
+void Worker::DeliverComputed() {
+  for (Outgoing& o : outbox_.Drain()) {
+    Deliver(o);
+    frames_.Give(std::move(o.frame));  // back to the next step's marshal
+  }
+}
+
+bool Worker::CanRunInline(const Work& work) const {
+  return options_.batch_window_for_testing.count() == 0 &&
+         queued_.load(std::memory_order_acquire) == 0 && work.kind == Work::Kind::kMessage &&
+         inline_.size() < host_->max_batch() && host_->IsDecodeStep(work.message);
+}
+
+void Worker::Enqueue(Work work) {
+  for (Work& w : inline_) {  // earlier arrivals go first
+    queued_.fetch_add(1, std::memory_order_relaxed);
+    inbox_.Push(std::move(w));
+  }
+  inline_.clear();
+  queued_.fetch_add(1, std::memory_order_relaxed);
+  inbox_.Push(std::move(work));
+}
+
+void Worker::RunInline(Compute& io) {
+  if (inline_.empty()) return;
+  // What the compute thread finished before goes out first (a session's
+  // SessionOpen before its first step).
+  DeliverComputed();
+  io.works.swap(inline_);
+  inline_.clear();
+  if (timeline::Enabled()) MarkComputeStart(io);
+  for (Work& work : io.works) (void)Apply(io, work);
+  FlushBatch(io);
+  io.works.clear();
 }
 
 // Paranoid Pirate from the worker's side: a silent coordinator is dead and
@@ -226,7 +284,7 @@ void Worker::CheckCoordinator() {
   if (coordinator_peer_.empty() || orphaned_) return;
   if (std::chrono::steady_clock::now() - coordinator_heard_ < options_.orphan_after) return;
   orphaned_ = true;
-  inbox_.Push(Work{Work::Kind::kDropSessions, {}, 0, {}});
+  Enqueue(Work{Work::Kind::kDropSessions, {}, 0, {}});
 }
 
 Worker::Role Worker::RoleOf(const wire::Incoming& in) const {
@@ -330,7 +388,7 @@ void Worker::OnIncoming(const wire::Incoming& in) {
     if (!coordinator_peer_.empty() && in.peer != coordinator_peer_) {
       Log(orphaned_ ? "assigned by a new coordinator after the previous one went silent"
                     : "the coordinator restarted (same key): dropping the previous one's sessions");
-      inbox_.Push(Work{Work::Kind::kDropSessions, {}, 0, {}});
+      Enqueue(Work{Work::Kind::kDropSessions, {}, 0, {}});
       open_sessions_ = 0;
     }
     coordinator_peer_ = in.peer;
@@ -358,7 +416,12 @@ void Worker::OnIncoming(const wire::Incoming& in) {
   } else if (std::holds_alternative<wire::Release>(m) && open_sessions_ > 0) {
     --open_sessions_;
   }
-  inbox_.Push(Work{Work::Kind::kMessage, std::move(m), 0, {}});
+  Work work{Work::Kind::kMessage, std::move(m), 0, {}};
+  if (CanRunInline(work)) {
+    inline_.push_back(std::move(work));  // run once this wake's frames are read
+    return;
+  }
+  Enqueue(std::move(work));
 }
 
 // A frame that failed to decode (a flipped bit fails the digest check):
@@ -368,7 +431,7 @@ void Worker::OnUnparsable(const wire::Incoming& in, Role role, const Status& st)
   const Status named = st.WithContext("frame from peer '" + in.peer + "'");
   if (role == Role::kStranger) return ReplyError(in.peer, named, std::nullopt);
   if (std::optional<uint64_t> session = wire::SessionOfRefusedFrame(in.bytes())) {
-    inbox_.Push(Work{Work::Kind::kFail, {}, *session, named});
+    Enqueue(Work{Work::Kind::kFail, {}, *session, named});
     return;
   }
   ReportToCoordinator(named, std::nullopt);

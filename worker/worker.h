@@ -4,11 +4,20 @@
 // ROUTER it listens on (the coordinator and the previous stage connect to
 // it) and, once assigned, a DEALER to the next stage. It answers
 // heartbeats at once, verifies frames as they arrive, and hands messages
-// to the compute thread, which owns the StageHost (model, KV caches) and
-// pins FTZ/DAZ before any arithmetic (§1.3). Results travel back through a
-// Mailbox; the I/O thread sends them. Hidden frames go straight to the
-// next stage, logits and error reports to the coordinator that assigned
-// the stage.
+// to the compute thread, which runs them on the StageHost (model, KV
+// caches). Results travel back through a Mailbox; the I/O thread sends
+// them. Hidden frames go straight to the next stage, logits and error
+// reports to the coordinator that assigned the stage.
+//
+// Decode steps run inline: when every message handed to the compute thread
+// has been applied (nothing queued or running), the I/O thread runs the
+// decode steps it has just read itself (batched as the compute thread
+// would) and sends their frames at once, saving the two thread handoffs of
+// a step. Anything else, or a step arriving while the compute thread is
+// busy, is queued behind what is there, so a session's messages keep their
+// order. A decode step holds heartbeats back for its few milliseconds; a
+// long prefill or a load runs on the compute thread. Both threads pin
+// FTZ/DAZ before any arithmetic (§1.3).
 //
 // Failure semantics: a bad frame, unknown session or failed forward pass
 // is reported to the coordinator as an ErrorReport; the daemon keeps
@@ -122,7 +131,10 @@ class Worker {
     std::vector<Outgoing> out;
     std::vector<Work> works;
     std::vector<const wire::Message*> batch;  // decode steps of distinct sessions
+    bool inline_io = false;  // the I/O thread's: results are sent at once
   };
+  std::unique_ptr<StageHost> MakeHost();
+  Compute MakeCompute(bool inline_io);
 
   void ComputeMain(std::promise<Status>* pinned);
   // Timeline marks (base/step_timeline.h) for the steps just gathered.
@@ -130,11 +142,20 @@ class Worker {
   // Applies one work (a decode step joins the batch); false on kStop.
   bool Apply(Compute& c, Work& work);
   void FlushBatch(Compute& c);
-  // Hands the compute results and counters to the I/O thread.
+  // Publishes the counters and hands the results to the I/O thread (or,
+  // inline, sends them).
   void Publish(Compute& c);
   // Takes `first` and whatever decode steps can batch with it off the inbox.
   void Gather(Work first, const StageHost& host, std::vector<Work>* works);
   void ServeLoop();
+  // The decode steps held in inline_, run on the I/O thread.
+  void RunInline(Compute& io);
+  // True when `work` may join inline_: a decode step, nothing queued.
+  bool CanRunInline(const Work& work) const;
+  // Hands `work` to the compute thread, after any steps held in inline_.
+  void Enqueue(Work work);
+  // Sends what the compute thread finished.
+  void DeliverComputed();
   void OnIncoming(const wire::Incoming& in);
   void CheckCoordinator();
   enum class Role { kHolder, kUpstream, kStranger };
@@ -162,7 +183,12 @@ class Worker {
   std::string upstream_key_;           // the previous stage's CURVE key (last Assign)
   uint32_t stage_index_ = 0;           // this worker's stage (last Assign)
   size_t open_sessions_ = 0;           // I/O thread: opened/forked minus released
+  std::unique_ptr<StageHost> host_;    // made by Run; see "Decode steps run inline"
   Mailbox<Work> inbox_;                // I/O -> compute
+  // Works pushed to inbox_ and not yet applied: 0 means the compute thread
+  // is idle and the I/O thread may use host_ (acquire/release).
+  std::atomic<size_t> queued_{0};
+  std::vector<Work> inline_;           // I/O thread: decode steps read this wake
   Mailbox<Outgoing> outbox_;           // compute -> I/O
   wire::FramePool frames_;             // sent frames, back to the compute thread
   std::thread compute_;
