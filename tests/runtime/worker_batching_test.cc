@@ -101,5 +101,42 @@ TEST_F(WorkerBatching, NoWindowStillEqualsSoloRuns) {
   (void)RunConcurrent(*model_, {{0, 1}, {1, 4}}, 16, std::chrono::milliseconds(0));
 }
 
+// Decode steps run inline on a worker's I/O thread when nothing is queued,
+// else behind what is (here a long prefill keeps the compute thread busy
+// while other sessions' steps arrive): either way each session equals its
+// monolithic run, and its messages keep their order.
+TEST_F(WorkerBatching, StepsBesideALongPrefillEqualTheirSoloRuns) {
+  InProcCluster cluster(2);
+  auto c = Coordinator::Start(cluster.context(), cluster.Config(*model_, {{0, 1}, {1, 4}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<DecodeRequest> reqs = {Request(0), Request(1), Request(2), Request(3)};
+  reqs[0].prompt.clear();
+  for (uint32_t i = 0; i < 96; ++i) reqs[0].prompt.push_back((i * 37 + 5) % 512);
+  reqs[0].gen = 4;
+  reqs[2].gen = 24;
+  std::vector<Result<DecodeResult>> got(reqs.size(),
+                                        Result<DecodeResult>(InternalError("not run")));
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::thread> threads;
+    for (size_t s = 0; s < reqs.size(); ++s) {
+      threads.emplace_back([&, s] {
+        if (!ops::PinFpEnvironment().ok()) return;
+        auto session = (*c)->OpenSession(std::nullopt);
+        if (!session.ok()) {
+          got[s] = session.status();
+          return;
+        }
+        got[s] = RunDecode(**session, reqs[s], (*c)->seed());
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (size_t s = 0; s < reqs.size(); ++s) {
+      SCOPED_TRACE("round " + std::to_string(round) + " session " + std::to_string(s));
+      ASSERT_TRUE(got[s].ok()) << got[s].status().ToString();
+      ExpectSameDecode(*got[s], Monolithic(*model_, reqs[s]));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::testing
