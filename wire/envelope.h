@@ -97,6 +97,16 @@ Frame MarshalEnvelopeInPlace(size_t words, Fill&& fill);
 template <typename Fill>
 void MarshalEnvelopeInPlace(size_t words, Fill&& fill, Frame* out);
 
+// Canonical sizes, in words, for MarshalEnvelopeInPlace: an envelope whose
+// member is a struct T (root pointer, Envelope, T), and a blob of `bytes`
+// (Data pads to a word). A message's size is EnvelopeWords<T>() plus the
+// sizes of whatever T points to, in any order.
+template <typename T>
+inline size_t EnvelopeWords() {
+  return 1 + capnp::sizeInWords<schema::Envelope>() + capnp::sizeInWords<T>();
+}
+inline constexpr size_t BlobWords(size_t bytes) { return (bytes + 7) / 8; }
+
 namespace internal {
 // Writes the frame header for a `words`-word segment 0 into frame[0..8).
 void WriteFrameHeader(Frame& frame, size_t words);

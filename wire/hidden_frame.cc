@@ -113,17 +113,16 @@ std::vector<float> CopyFloats(capnp::Data::Reader bytes) {
 // 32-byte digest blob: root pointer, Envelope, T, payload, digest.
 template <typename T>
 size_t CanonicalWords(size_t payload_floats) {
-  return 1 + capnp::sizeInWords<schema::Envelope>() + capnp::sizeInWords<T>() +
-         (payload_floats * 4 + 7) / 8 + 32 / 8;
+  return EnvelopeWords<T>() + BlobWords(payload_floats * 4) + BlobWords(32);
 }
 
 // The words layer digests add (a blob of 32-byte digests).
-size_t LayerDigestWords(const std::vector<Digest>& d) { return d.size() * 32 / 8; }
+size_t LayerDigestWords(const std::vector<Digest>& d) { return BlobWords(d.size() * 32); }
 
 // The words a ChainHandoff adds: its struct and its chain state blob.
 size_t HandoffWords(const std::optional<ChainHandoff>& h) {
   if (!h) return 0;
-  return capnp::sizeInWords<schema::ChainHandoff>() + (Sha256State::kBytes + 7) / 8;
+  return capnp::sizeInWords<schema::ChainHandoff>() + BlobWords(Sha256State::kBytes);
 }
 
 }  // namespace

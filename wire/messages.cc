@@ -386,9 +386,9 @@ const char* MessageName(const Message& message) {
 void MarshalStepResult(const StepResult& r, Frame* out) {
   // Canonical size: root pointer, Envelope, StepResult, then its blobs in
   // order (logits sha256, chain state, digest, layer digests).
-  const size_t words = 1 + capnp::sizeInWords<s::Envelope>() + capnp::sizeInWords<s::StepResult>() +
-                       32 / 8 + (Sha256State::kBytes + 7) / 8 + 32 / 8 +
-                       r.layer_digests.size() * 32 / 8;
+  const size_t words = EnvelopeWords<s::StepResult>() + BlobWords(32) +
+                       BlobWords(Sha256State::kBytes) + BlobWords(32) +
+                       BlobWords(r.layer_digests.size() * 32);
   MarshalEnvelopeInPlace(words, [&r](s::Envelope::Builder root) { Write(r, root); }, out);
 }
 
