@@ -90,9 +90,12 @@ struct Avx2 {
   static V Zero() { return _mm256_setzero_ps(); }
   static V Broadcast(float f) { return _mm256_set1_ps(f); }
   static V Load(const float* p) { return _mm256_loadu_ps(p); }
-  static V Load(const uint16_t* p) {  // §4.1: bf16 bits << 16
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  static V WidenLow(const uint16_t* p) {  // §4.1 on each word's low bf16
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), 16));
+  }
+  static V WidenHigh(const uint16_t* p) {  // §4.1 on each word's high bf16
+    return _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                                                _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
   }
   static V Add(V a, V b) { return _mm256_add_ps(a, b); }
   static V Mul(V a, V b) { return _mm256_mul_ps(a, b); }

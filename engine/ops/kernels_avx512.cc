@@ -86,9 +86,12 @@ struct Avx512 {
   static V Zero() { return _mm512_setzero_ps(); }
   static V Broadcast(float f) { return _mm512_set1_ps(f); }
   static V Load(const float* p) { return _mm512_loadu_ps(p); }
-  static V Load(const uint16_t* p) {  // §4.1: bf16 bits << 16
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  static V WidenLow(const uint16_t* p) {  // §4.1 on each word's low bf16
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(p), 16));
+  }
+  static V WidenHigh(const uint16_t* p) {  // §4.1 on each word's high bf16
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
   }
   static V Add(V a, V b) { return _mm512_add_ps(a, b); }
   static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }

@@ -16,8 +16,11 @@ struct Neon {
   static V Zero() { return vdupq_n_f32(0.0f); }
   static V Broadcast(float f) { return vdupq_n_f32(f); }
   static V Load(const float* p) { return vld1q_f32(p); }
-  static V Load(const uint16_t* p) {  // §4.1: bf16 bits << 16
-    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+  static V WidenLow(const uint16_t* p) {  // §4.1 on each word's low bf16
+    return vreinterpretq_f32_u32(vshlq_n_u32(vreinterpretq_u32_u16(vld1q_u16(p)), 16));
+  }
+  static V WidenHigh(const uint16_t* p) {  // §4.1 on each word's high bf16
+    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_u16(vld1q_u16(p)), vdupq_n_u32(0xFFFF0000u)));
   }
   static V Add(V a, V b) { return vaddq_f32(a, b); }
   static V Mul(V a, V b) { return vmulq_f32(a, b); }

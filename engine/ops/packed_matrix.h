@@ -12,6 +12,12 @@
 // the f32 that widen-at-load (§4.2) gives, so results are bit-identical and
 // the bytes streamed per token halve.
 //
+// bf16 k-rows are interleaved: 32-bit word j (j < 16) of a k-row holds row
+// j in its low half and row 16 + j in its high half (Bf16Slot). So a
+// vector of L words yields L consecutive rows of either half with one
+// in-lane op: `word << 16` (rows j..) or `word & 0xFFFF0000` (rows 16+j..),
+// both exactly the §4.1 widening; no cross-lane shuffle, one load.
+//
 // Move-only, immutable after construction, thread-safe to read. Storage is
 // 64-byte aligned (huge pages advised when large).
 #pragma once
@@ -24,6 +30,11 @@
 namespace lockstep::ops {
 
 inline constexpr size_t kPanelRows = 32;
+
+// The position of panel row i (< kPanelRows) within a bf16 k-row.
+constexpr size_t Bf16Slot(size_t i) {
+  return i < kPanelRows / 2 ? 2 * i : 2 * (i - kPanelRows / 2) + 1;
+}
 
 enum class WeightType : uint8_t { kF32, kBf16 };
 
@@ -60,7 +71,8 @@ class PackedMatrix {
   size_t bytes() const { return panels() * kPanelRows * cols_ * ElementBytes(); }
   size_t ElementBytes() const { return type_ == WeightType::kF32 ? 4 : 2; }
 
-  // Panel p: [cols][kPanelRows]. REQUIRES the matching type(), p < panels().
+  // Panel p: [cols][kPanelRows] (bf16 rows in Bf16Slot order). REQUIRES
+  // the matching type(), p < panels().
   const float* f32_panel(size_t p) const {
     return reinterpret_cast<const float*>(data_.get()) + p * kPanelRows * cols_;
   }
@@ -79,7 +91,9 @@ class PackedMatrix {
   };
   void Allocate(size_t rows, size_t cols, WeightType type);
   size_t Index(size_t r, size_t k) const {
-    return (r / kPanelRows) * kPanelRows * cols_ + k * kPanelRows + r % kPanelRows;
+    const size_t i = r % kPanelRows;
+    return (r / kPanelRows) * kPanelRows * cols_ + k * kPanelRows +
+           (type_ == WeightType::kBf16 ? Bf16Slot(i) : i);
   }
 
   size_t rows_ = 0;

@@ -1,7 +1,9 @@
 // The panel matmul algorithm, written once over an ISA "traits" type I:
 //   I::V, I::kLanes, Zero(), Broadcast(f), Load(const float*),
-//   Load(const uint16_t*) (bf16 widened by the §4.1 shift), Add, Mul, Store,
-//   and for the row-major `matmul` slot Indices/Gather.
+//   WidenLow(const uint16_t*) / WidenHigh(const uint16_t*) (kLanes 32-bit
+//   words, each word's low / high bf16 widened by §4.1: `w << 16` /
+//   `w & 0xFFFF0000`), Add, Mul, Store, and for the row-major `matmul` slot
+//   Indices/Gather.
 // Each lane owns one row and sums it strictly in k order (mul, then add:
 // two roundings, §5.1); several panels/tokens are in flight to hide the add
 // latency. Included by the per-ISA translation units, whose traits types
@@ -18,15 +20,45 @@
 
 namespace lockstep::ops::panel_impl {
 
-// How many k steps ahead a decode tile prefetches its panels (2 KB of bf16
-// or 4 KB of f32 per panel). A prefetch past the end is harmless.
+// How far ahead a tile prefetches its panels (a k-row is one 64-byte line
+// of bf16, two of f32; a prefetch past the end is harmless). Decode keeps
+// two panels in flight 32 k steps ahead. A multi-token tile reads one
+// panel at ~9 cycles per k-row (8 tokens), ~20 GB/s per core of bf16: its
+// single stream needs 4 KB ahead to keep as many lines in flight.
 inline constexpr size_t kPrefetchK = 32;
+inline constexpr size_t kPrefetchTileBytes = 4096;
 
-// Rows [v0*L, (v0+RV)*L) of NP panels for NT tokens into
+// Rows [v*L, (v+1)*L) of a panel's k-row as f32.
+template <class I, int v>
+inline typename I::V LoadRows(const float* krow) {
+  return I::Load(krow + v * I::kLanes);
+}
+// bf16 (Bf16Slot order): word vector v gives rows v*L.. by its low halves,
+// word vector v - H rows 16 + (v - H)*L.. by its high halves.
+template <class I, int v>
+inline typename I::V LoadRows(const uint16_t* krow) {
+  constexpr int H = static_cast<int>(kPanelRows / 2 / I::kLanes);
+  if constexpr (v < H) return I::WidenLow(krow + 2 * v * I::kLanes);
+  else return I::WidenHigh(krow + 2 * (v - H) * I::kLanes);
+}
+
+// acc[p][v][t] += w(p, V0 + v) * x[t][k] for one k: mul, then add.
+template <class I, class T, int NP, int RV, int NT, int V0, int v>
+inline void TileStep(typename I::V (&acc)[NP][RV][NT], const T* const* panels, size_t k,
+                     const typename I::V (&xb)[NT]) {
+#pragma GCC unroll 16
+  for (int p = 0; p < NP; ++p) {
+    const typename I::V w = LoadRows<I, V0 + v>(panels[p] + k * kPanelRows);
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) acc[p][v][t] = I::Add(acc[p][v][t], I::Mul(w, xb[t]));
+  }
+  if constexpr (v + 1 < RV) TileStep<I, T, NP, RV, NT, V0, v + 1>(acc, panels, k, xb);
+}
+
+// Rows [V0*L, (V0+RV)*L) of NP panels for NT tokens into
 // tmp[p][t][kPanelRows]. x: token t at x + t*xs.
-template <class I, class T, int NP, int RV, int NT>
-inline void Tile(const T* const* panels, size_t cols, size_t v0, const float* x, size_t xs,
-                 float* tmp) {
+template <class I, class T, int NP, int RV, int NT, int V0>
+inline void Tile(const T* const* panels, size_t cols, const float* x, size_t xs, float* tmp) {
   using V = typename I::V;
   constexpr size_t L = I::kLanes;
   V acc[NP][RV][NT];  // fully unrolled below, so it lives in registers
@@ -40,7 +72,8 @@ inline void Tile(const T* const* panels, size_t cols, size_t v0, const float* x,
     {  // weights stream from DRAM (decode, and a batch's or prefill's first pass): fetch ahead
 #pragma GCC unroll 16
       for (int p = 0; p < NP; ++p) {
-        const char* ahead = reinterpret_cast<const char*>(panels[p] + (k + kPrefetchK) * kPanelRows);
+        constexpr size_t kAhead = NT == 1 ? kPrefetchK : kPrefetchTileBytes / (kPanelRows * sizeof(T));
+        const char* ahead = reinterpret_cast<const char*>(panels[p] + (k + kAhead) * kPanelRows);
 #pragma GCC unroll 4
         for (size_t off = 0; off < kPanelRows * sizeof(T); off += 64) __builtin_prefetch(ahead + off, 0, 3);
       }
@@ -48,15 +81,7 @@ inline void Tile(const T* const* panels, size_t cols, size_t v0, const float* x,
     V xb[NT];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) xb[t] = I::Broadcast(x[t * xs + k]);
-#pragma GCC unroll 16
-    for (int p = 0; p < NP; ++p) {
-#pragma GCC unroll 16
-      for (int v = 0; v < RV; ++v) {
-        const V w = I::Load(panels[p] + k * kPanelRows + (v0 + v) * L);
-#pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) acc[p][v][t] = I::Add(acc[p][v][t], I::Mul(w, xb[t]));
-      }
-    }
+    TileStep<I, T, NP, RV, NT, V0, 0>(acc, panels, k, xb);
   }
 #pragma GCC unroll 16
   for (int p = 0; p < NP; ++p)
@@ -64,7 +89,7 @@ inline void Tile(const T* const* panels, size_t cols, size_t v0, const float* x,
     for (int t = 0; t < NT; ++t)
 #pragma GCC unroll 16
       for (int v = 0; v < RV; ++v)
-        I::Store(tmp + (p * NT + t) * kPanelRows + (v0 + v) * L, acc[p][v][t]);
+        I::Store(tmp + (p * NT + t) * kPanelRows + (V0 + v) * L, acc[p][v][t]);
 }
 
 inline const float* PanelOf(const PackedMatrix& w, size_t p, const float*) {
@@ -94,19 +119,26 @@ inline void DecodePanels(const PackedMatrix& w, size_t p, const float* x, float*
   const T* panels[NP];
   for (int i = 0; i < NP; ++i) panels[i] = PanelOf(w, p + static_cast<size_t>(i), static_cast<const T*>(nullptr));
   alignas(64) float tmp[NP * kPanelRows];
-  Tile<I, T, NP, RV, 1>(panels, w.cols(), 0, x, w.cols(), tmp);
+  Tile<I, T, NP, RV, 1, 0>(panels, w.cols(), x, w.cols(), tmp);
   Scatter(w, p, NP, 1, tmp, y, 0);
+}
+
+// Vectors [V0, V0 + RV), [V0 + RV, ...) of one panel's rows for NT tokens.
+template <class I, class T, int RV, int NT, int V0>
+inline void PanelPasses(const T* const* panel, size_t cols, const float* x, float* tmp) {
+  static_assert(kPanelRows / I::kLanes % RV == 0, "RV vectors must tile a panel");
+  Tile<I, T, 1, RV, NT, V0>(panel, cols, x, cols, tmp);
+  if constexpr (V0 + RV < static_cast<int>(kPanelRows / I::kLanes)) {
+    PanelPasses<I, T, RV, NT, V0 + RV>(panel, cols, x, tmp);
+  }
 }
 
 // NT tokens of one panel, RV vectors at a time.
 template <class I, class T, int RV, int NT>
 inline void PrefillPanel(const PackedMatrix& w, size_t p, const float* x, float* y, size_t ys) {
-  constexpr int kVecs = static_cast<int>(kPanelRows / I::kLanes);
   const T* panel[1] = {PanelOf(w, p, static_cast<const T*>(nullptr))};
   alignas(64) float tmp[NT * kPanelRows];
-  for (int v0 = 0; v0 < kVecs; v0 += RV) {
-    Tile<I, T, 1, RV, NT>(panel, w.cols(), static_cast<size_t>(v0), x, w.cols(), tmp);
-  }
+  PanelPasses<I, T, RV, NT, 0>(panel, w.cols(), x, tmp);
   Scatter(w, p, 1, NT, tmp, y, ys);
 }
 

@@ -125,6 +125,18 @@ TEST(Kernels, MatmulPackedEqualsScalarOnEverySmallSize) {
   }
 }
 
+// Every token count up to two 8-token tiles + 1, so every tile and every
+// tail of the multi-token kernels runs, over rows that leave a partial
+// last panel and cols past the prefetch distance.
+TEST(Kernels, MatmulPackedEqualsScalarOnEveryTokenCount) {
+  std::mt19937 rng(5);
+  for (size_t n_tok = 1; n_tok <= 17; ++n_tok) {
+    for (size_t rows : {1, 31, 50, 96}) {
+      for (size_t cols : {1, 19, 131}) CheckShape(rng, rows, cols, n_tok, false);
+    }
+  }
+}
+
 TEST(Kernels, MatmulPackedEqualsScalarWithSpecialValues) {
   std::mt19937 rng(7);
   for (size_t rows : {1, 32, 47, 96}) {
@@ -184,6 +196,41 @@ TEST(Kernels, SiluMulEqualsScalarOverBitPatterns) {
     u.push_back(FromBits(0x3F800000u + static_cast<uint32_t>(b >> 12) % 4096));
   }
   CheckSiluMul(g, u, "bit patterns");
+}
+
+// The layout packed_matrix.h states: panel p, k-row k, row i of the panel
+// at element k*kPanelRows + i (f32) or + Bf16Slot(i) (bf16, the low half
+// of word i for i < 16, the high half of word i - 16 above).
+TEST(PackedMatrix, PanelLayoutIsTheStatedOne) {
+  const size_t rows = 70, cols = 5;
+  std::vector<uint8_t> bytes(2 * rows * cols);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t k = 0; k < cols; ++k) {  // distinct bf16 bits for every element
+      const uint16_t b = static_cast<uint16_t>(0x4000 + r * cols + k);
+      bytes[2 * (r * cols + k)] = static_cast<uint8_t>(b & 0xFF);
+      bytes[2 * (r * cols + k) + 1] = static_cast<uint8_t>(b >> 8);
+    }
+  }
+  const PackedMatrix h = PackedMatrix::FromBf16Bytes(bytes, rows, cols, WeightType::kBf16);
+  const PackedMatrix f = PackedMatrix::FromBf16Bytes(bytes, rows, cols, WeightType::kF32);
+  EXPECT_EQ(Bf16Slot(0), 0u);
+  EXPECT_EQ(Bf16Slot(15), 30u);
+  EXPECT_EQ(Bf16Slot(16), 1u);
+  EXPECT_EQ(Bf16Slot(31), 31u);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t k = 0; k < cols; ++k) {
+      const size_t p = r / kPanelRows, i = r % kPanelRows;
+      const uint16_t want = static_cast<uint16_t>(bytes[2 * (r * cols + k)] | bytes[2 * (r * cols + k) + 1] << 8);
+      const size_t word = i < 16 ? i : i - 16;  // the 32-bit word holding row i
+      const uint16_t* k_row = h.bf16_panel(p) + k * kPanelRows;
+      ASSERT_EQ(k_row[2 * word + (i < 16 ? 0 : 1)], want) << "bf16 row " << r << " col " << k;
+      ASSERT_EQ(Bits(f.f32_panel(p)[k * kPanelRows + i]), static_cast<uint32_t>(want) << 16)
+          << "f32 row " << r << " col " << k;
+    }
+  }
+  for (size_t i = rows % kPanelRows; i < kPanelRows; ++i) {  // padding rows are zero
+    ASSERT_EQ(h.bf16_panel(rows / kPanelRows)[Bf16Slot(i)], 0) << i;
+  }
 }
 
 TEST(PackedMatrix, Bf16ResidentEqualsWidenAtLoad) {
