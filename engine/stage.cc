@@ -11,7 +11,11 @@
 namespace lockstep {
 namespace {
 
-constexpr size_t kUnitPanels = 2;  // rows one thread claims at a time: 2 panels
+// Panels one thread claims at a time: 2 for one row (the decode kernel
+// streams two panels at once); 1 for several rows, whose kernel takes a
+// panel at a time and whose units cost 8x more each, so the last unit of
+// a job (the other thread waits for it) stays short.
+size_t UnitPanels(size_t n) { return n == 1 ? 2 : 1; }
 
 // Grows v to at least n elements (allocates only when it must).
 void Fit(std::vector<float>& v, size_t n) {
@@ -41,7 +45,9 @@ void AddBias(const std::vector<float>& bias, float* y, size_t n) {
   for (size_t t = 0; t < n; ++t) ops::AddInPlace(y + t * bias.size(), bias.data(), bias.size());
 }
 
-size_t Units(const ops::PackedMatrix& w) { return (w.panels() + kUnitPanels - 1) / kUnitPanels; }
+size_t Units(const ops::PackedMatrix& w, size_t n) {
+  return (w.panels() + UnitPanels(n) - 1) / UnitPanels(n);
+}
 
 }  // namespace
 
@@ -196,18 +202,19 @@ Status Stage::Prepare(std::span<const BatchItem> items, ForwardScratch& s) const
 }
 
 // y = W x for every job, n tokens each; rows split across the pool in units
-// of kUnitPanels panels, every row one sequential dot (§5.2).
+// of UnitPanels(n) panels, every row one sequential dot (§5.2).
 void Stage::MatMul(std::initializer_list<MatJob> jobs, size_t n) const {
+  const size_t unit = UnitPanels(n);
   size_t total = 0;
-  for (const MatJob& j : jobs) total += Units(*j.w);
+  for (const MatJob& j : jobs) total += Units(*j.w, n);
   ops::ForEachChunk(pool_, total, 1, [&](size_t b, size_t e, size_t) {
     for (size_t u = b; u < e; ++u) {
       size_t local = u;
       for (const MatJob& j : jobs) {
-        const size_t units = Units(*j.w);
+        const size_t units = Units(*j.w, n);
         if (local < units) {
-          const size_t p0 = local * kUnitPanels;
-          const size_t p1 = std::min(p0 + kUnitPanels, j.w->panels());
+          const size_t p0 = local * unit;
+          const size_t p1 = std::min(p0 + unit, j.w->panels());
           kernels_.matmul_packed(*j.w, p0, p1, j.x, n, j.y, j.w->rows());
           break;
         }
@@ -349,8 +356,9 @@ void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
     ops::RmsNorm(hidden + t * h, w.post_norm.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
   }
   // gate and up for a unit of rows, then §10's silu(gate)*up on those rows.
-  ops::ForEachChunk(pool_, Units(w.gate_proj.packed), 1, [&](size_t b, size_t e, size_t) {
-    const size_t p0 = b * kUnitPanels, p1 = std::min(e * kUnitPanels, w.gate_proj.packed.panels());
+  const size_t unit = UnitPanels(n);
+  ops::ForEachChunk(pool_, Units(w.gate_proj.packed, n), 1, [&](size_t b, size_t e, size_t) {
+    const size_t p0 = b * unit, p1 = std::min(e * unit, w.gate_proj.packed.panels());
     kernels_.matmul_packed(w.gate_proj.packed, p0, p1, s.normed.data(), n, s.gate.data(), inter);
     kernels_.matmul_packed(w.up_proj.packed, p0, p1, s.normed.data(), n, s.up.data(), inter);
     const size_t r0 = p0 * ops::kPanelRows, r1 = std::min(p1 * ops::kPanelRows, inter);
