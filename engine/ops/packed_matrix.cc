@@ -56,14 +56,19 @@ void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type) {
 }
 
 PackedMatrix PackedMatrix::FromF32(const float* w, size_t rows, size_t cols) {
-  PackedMatrix m;
-  m.Allocate(rows, cols, WeightType::kF32);
-  float* out = reinterpret_cast<float*>(m.data_.get());
-  for (size_t r = 0; r < rows; ++r) {  // see FromBf16Bytes for the loop order
-    float* dst = out + m.Index(r, 0);
-    for (size_t k = 0; k < cols; ++k) dst[k * kPanelRows] = w[r * cols + k];
-  }
+  PackedMatrix m = Allocated(rows, cols, WeightType::kF32);
+  m.PackF32Rows(0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(w),
+                                            rows * cols * sizeof(float)));
   return m;
+}
+
+void PackedMatrix::PackF32Rows(size_t r0, std::span<const uint8_t> bytes) {
+  const size_t n = cols_ == 0 ? 0 : bytes.size() / (4 * cols_);
+  for (size_t i = 0; i < n; ++i) {  // see PackBf16Rows for the loop order
+    const uint8_t* src = bytes.data() + 4 * i * cols_;
+    uint8_t* dst = data_.get() + 4 * Index(r0 + i, 0);
+    for (size_t k = 0; k < cols_; ++k) std::memcpy(dst + 4 * k * kPanelRows, src + 4 * k, 4);
+  }
 }
 
 PackedMatrix PackedMatrix::FromBf16Bytes(std::span<const uint8_t> bytes, size_t rows,

@@ -61,6 +61,10 @@ class PackedMatrix {
   // (2 * n * cols bytes) as FromBf16Bytes does. REQUIRES r0 + n <= rows.
   // Distinct row ranges may be packed from different threads at once.
   void PackBf16Rows(size_t r0, std::span<const uint8_t> bytes, ThreadPool* pool = nullptr);
+  // Packs rows [r0, r0 + n) from n row-major little-endian f32 rows
+  // (4 * n * cols bytes, any alignment), bits kept. REQUIRES type() == kF32,
+  // r0 + n <= rows. Distinct row ranges may be packed from different threads.
+  void PackF32Rows(size_t r0, std::span<const uint8_t> bytes);
 
   size_t rows() const { return rows_; }
   size_t cols() const { return cols_; }
