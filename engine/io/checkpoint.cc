@@ -1,9 +1,7 @@
 #include "engine/io/checkpoint.h"
 
 #include <algorithm>
-#include <atomic>
 #include <set>
-#include <thread>
 
 #include "engine/io/json_util.h"
 
@@ -108,6 +106,12 @@ Result<Checkpoint> Checkpoint::Open(const std::string& weights_path, const Filte
   return c;
 }
 
+std::vector<std::string> Checkpoint::open_file_names() const {
+  std::vector<std::string> out;
+  for (const auto& f : files_) out.push_back(f->path().substr(f->path().rfind('/') + 1));
+  return out;
+}
+
 TensorRef Checkpoint::Find(std::string_view name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? TensorRef{} : it->second;
@@ -120,32 +124,6 @@ Result<std::vector<float>> Checkpoint::ReadF32(std::string_view name,
     return NotFoundError(path_ + ": tensor \"" + std::string(name) + "\" not found");
   }
   return r.file->ReadF32(name, expected_shape);
-}
-
-Result<std::vector<FileDigest>> Checkpoint::HashFiles(int threads) const {
-  std::vector<FileDigest> out;
-  if (sharded_) {
-    out.push_back({kShardIndexFile, index_sha256_});
-  }
-  const size_t first = out.size();
-  std::vector<Result<Digest>> results(files_.size(), Result<Digest>(InternalError("not hashed")));
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < files_.size();) results[i] = files_[i]->Sha256();
-  };
-  const size_t n = std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), files_.size());
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  for (size_t i = 0; i < files_.size(); ++i) {
-    if (!results[i].ok()) return results[i].status();
-    const std::string& p = files_[i]->path();
-    out.push_back({p.substr(p.rfind('/') + 1), *results[i]});
-  }
-  std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
-            [](const FileDigest& a, const FileDigest& b) { return a.file < b.file; });
-  return out;
 }
 
 Digest Checkpoint::WeightsSha256(const std::vector<FileDigest>& digests, bool sharded) {

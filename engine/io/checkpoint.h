@@ -18,12 +18,18 @@
 // file, then of each shard file in bytewise order of file name. FileDigests
 // lists every file's own digest, for pins and clear mismatch messages.
 //
+// ReadAll is the one way a checkpoint's bytes are read for use: each opened
+// file is read once, front to back, its SHA-256 computed from exactly the
+// bytes handed to the consumers of its tensors, files in parallel and the
+// consumers running on every thread while the hashes advance.
+//
 // Move-only; immutable after Open; const methods are thread-safe.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +54,16 @@ struct FileDigest {
 struct TensorRef {
   const SafetensorsFile* file = nullptr;
   const TensorInfo* info = nullptr;
+};
+
+// A consumer of one tensor's bytes during Checkpoint::ReadAll.
+struct TensorSink {
+  TensorRef tensor;          // as Find returned it
+  uint64_t unit_bytes = 0;   // pieces are whole multiples of this (a row); 0 = the whole tensor
+  // Receives bytes [at, at + bytes.size()) of the tensor. Called from any
+  // thread, concurrently for distinct pieces; the pieces cover the tensor
+  // exactly once.
+  std::function<void(uint64_t at, std::span<const uint8_t> bytes)> take;
 };
 
 class Checkpoint {
@@ -75,12 +91,21 @@ class Checkpoint {
   // Every shard file the index names, sorted, opened or not ({"model.safetensors"}
   // for a single file).
   const std::vector<std::string>& file_names() const { return file_names_; }
-  // The opened files.
+  // The opened files, and their names (in the order opened).
   size_t open_files() const { return files_.size(); }
+  std::vector<std::string> open_file_names() const;
 
-  // Hashes the index (if any) and every opened file, files in parallel on
-  // up to `threads` threads. The first entry is the index when sharded.
-  Result<std::vector<FileDigest>> HashFiles(int threads) const;
+  // Reads every opened file once on up to `threads` threads (files in
+  // parallel; one file's hash is sequential while the sinks of its pieces
+  // run on the other threads), handing each sink its tensor's bytes, and
+  // returns the digests: the index first when sharded, then the opened
+  // files by name. Memory beyond the sinks' own: a few 4 MiB buffers per
+  // thread. Errors name the file (truncated, unreadable); Invalid when two
+  // sinks share bytes or a sink's tensor is not in an opened file. After an
+  // error the sinks may have received part of their bytes.
+  Result<std::vector<FileDigest>> ReadAll(std::span<const TensorSink> sinks, int threads) const;
+  // ReadAll with no sinks: only the digests.
+  Result<std::vector<FileDigest>> HashFiles(int threads) const { return ReadAll({}, threads); }
   // weights_sha256 from HashFiles' result. REQUIRES every file opened.
   static Digest WeightsSha256(const std::vector<FileDigest>& digests, bool sharded);
 

@@ -21,23 +21,6 @@ std::string ShapeString(std::span<const int64_t> shape) {
   return s + "]";
 }
 
-// Widens little-endian 16-bit elements to f32 bits with `widen`.
-template <typename Widen>
-std::vector<float> Widen16(std::span<const uint8_t> bytes, Widen widen) {
-  std::vector<float> out(bytes.size() / 2);  // [elements]
-  for (size_t i = 0; i < out.size(); ++i) {
-    uint16_t b = static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8));
-    out[i] = std::bit_cast<float>(widen(b));
-  }
-  return out;
-}
-
-std::vector<float> CopyF32(std::span<const uint8_t> bytes) {
-  std::vector<float> out(bytes.size() / 4);  // [elements]
-  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * 4);
-  return out;
-}
-
 }  // namespace
 
 uint32_t WidenF16Bits(uint16_t h) {
@@ -49,6 +32,18 @@ uint32_t WidenF16Bits(uint16_t h) {
   if (man == 0) return sign;  // +-0
   const int k = 31 - __builtin_clz(man);  // highest set bit, 0..9: man * 2^-24
   return sign | (static_cast<uint32_t>(k + 103) << 23) | ((man << (23 - k)) & 0x7FFFFFu);
+}
+
+void WidenToF32(DType dtype, std::span<const uint8_t> bytes, float* out) {
+  if (dtype == DType::kF32) {
+    if (!bytes.empty()) std::memcpy(out, bytes.data(), bytes.size());
+    return;
+  }
+  const bool bf16 = dtype == DType::kBF16;
+  for (size_t i = 0; i < bytes.size() / 2; ++i) {
+    const uint16_t b = static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8));
+    out[i] = std::bit_cast<float>(bf16 ? WidenBf16Bits(b) : WidenF16Bits(b));
+  }
 }
 
 Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
@@ -105,6 +100,15 @@ Status SafetensorsFile::Read(const TensorInfo& t, uint64_t at, std::span<uint8_t
   return file_.ReadAt(t.offset + at, out, "tensor \"" + t.name + "\"");
 }
 
+Status SafetensorsFile::ReadRange(uint64_t offset, std::span<uint8_t> out) const {
+  if (out.empty()) return Status::Ok();
+  if (in_memory_) {
+    std::memcpy(out.data(), owned_.data() + offset, out.size());
+    return Status::Ok();
+  }
+  return file_.ReadAt(offset, out, "its contents");
+}
+
 Result<std::vector<uint8_t>> SafetensorsFile::ReadBytes(const TensorInfo& t) const {
   std::vector<uint8_t> out(t.nbytes);
   LOCKSTEP_RETURN_IF_ERROR(Read(t, 0, out));
@@ -134,9 +138,9 @@ Result<std::vector<float>> SafetensorsFile::ReadF32(
                               "; only BF16, F16 and F32 can be read as f32");
   }
   LOCKSTEP_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadBytes(*t));
-  if (t->dtype == DType::kBF16) return Widen16(bytes, WidenBf16Bits);
-  if (t->dtype == DType::kF16) return Widen16(bytes, WidenF16Bits);
-  return CopyF32(bytes);
+  std::vector<float> out(bytes.size() / static_cast<size_t>(DTypeSize(t->dtype)));
+  WidenToF32(t->dtype, bytes, out.data());
+  return out;
 }
 
 }  // namespace lockstep

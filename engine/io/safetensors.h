@@ -61,6 +61,10 @@ class SafetensorsFile {
   // REQUIRES: `t` is one of tensors() of this file, at + out.size() <=
   // t.nbytes. Corrupt naming the file and tensor if the file was truncated.
   Status Read(const TensorInfo& t, uint64_t at, std::span<uint8_t> out) const;
+  // Copies the file's bytes [offset, offset + out.size()) (any part: the
+  // header, tensors, the gaps between). REQUIRES offset + out.size() <=
+  // size(). Corrupt naming the file if it was truncated.
+  Status ReadRange(uint64_t offset, std::span<uint8_t> out) const;
   // All of tensor `t`'s bytes (same REQUIRES and errors as Read).
   Result<std::vector<uint8_t>> ReadBytes(const TensorInfo& t) const;
 
@@ -131,5 +135,10 @@ inline uint32_t WidenBf16Bits(uint16_t b) { return static_cast<uint32_t>(b) << 1
 // Widens one IEEE binary16 bit pattern to the f32 of the same value (exact:
 // subnormals become normal f32s, infinities and NaN payloads are kept).
 uint32_t WidenF16Bits(uint16_t h);
+
+// Little-endian elements of `dtype` (BF16, F16 or F32) as f32 into
+// out[0 .. bytes.size() / DTypeSize(dtype)): BF16 and F16 widened as above,
+// F32 copied bit for bit. REQUIRES one of those three dtypes.
+void WidenToF32(DType dtype, std::span<const uint8_t> bytes, float* out);
 
 }  // namespace lockstep

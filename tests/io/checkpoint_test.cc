@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <filesystem>
@@ -189,6 +190,100 @@ TEST(CheckpointTest, ShardShaMismatchNamesTheShard) {
   EXPECT_NE(st.message().find("model-00009-of-00009.safetensors: pinned but not part"),
             std::string::npos)
       << st.message();
+}
+
+// Sinks for every tensor of `c` collecting its bytes and how often each
+// byte arrived.
+struct Collected {
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<std::vector<int>> seen;
+  std::vector<TensorSink> sinks;
+};
+
+void CollectEveryTensor(const Checkpoint& c, const std::vector<std::string>& names,
+                        Collected& out) {
+  out.bytes.resize(names.size());
+  out.seen.resize(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const TensorRef t = c.Find(names[i]);
+    ASSERT_NE(t.info, nullptr) << names[i];
+    out.bytes[i].assign(t.info->nbytes, 0);
+    out.seen[i].assign(t.info->nbytes, 0);
+    const uint64_t unit = t.info->shape.size() == 2 ? t.info->nbytes / t.info->shape[0] : 0;
+    out.sinks.push_back({t, unit, [&out, i, unit](uint64_t at, std::span<const uint8_t> b) {
+                           if (unit != 0) EXPECT_EQ(b.size() % unit, 0u);
+                           std::copy(b.begin(), b.end(), out.bytes[i].begin() + at);
+                           for (size_t k = 0; k < b.size(); ++k) out.seen[i][at + k] += 1;
+                         }});
+  }
+}
+
+TEST(CheckpointTest, ReadAllHandsEveryByteOnceAndHashesEachFile) {
+  const std::string dir = ScratchDir() + "/m";
+  ASSERT_TRUE(WriteSyntheticModel(dir, FourLayers(), 5, "", 3).ok());
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(threads);
+    Checkpoint c = MustOpen(Index(dir));
+    std::vector<std::string> names = {"lm_head.weight", "model.embed_tokens.weight",
+                                      "model.layers.1.mlp.up_proj.weight", "model.norm.weight",
+                                      "model.layers.3.input_layernorm.weight"};
+    Collected got;
+    CollectEveryTensor(c, names, got);
+    auto digests = c.ReadAll(got.sinks, threads);
+    ASSERT_TRUE(digests.ok()) << digests.status().ToString();
+    for (size_t i = 0; i < names.size(); ++i) {
+      const TensorRef t = c.Find(names[i]);
+      auto want = t.file->ReadBytes(*t.info);
+      ASSERT_TRUE(want.ok());
+      EXPECT_EQ(got.bytes[i], *want) << names[i];
+      EXPECT_EQ(std::count(got.seen[i].begin(), got.seen[i].end(), 1),
+                static_cast<std::ptrdiff_t>(got.seen[i].size())) << names[i];
+    }
+    ASSERT_EQ(digests->size(), 4u);
+    for (const FileDigest& d : *digests) {
+      EXPECT_EQ(ToHex(d.sha256), ToHex(Sha256(std::span<const uint8_t>(ReadAll(dir + "/" + d.file)))))
+          << d.file;
+    }
+  }
+}
+
+TEST(CheckpointTest, ReadAllCutsLargeTensorsIntoWholeRows) {
+  const std::string dir = ScratchDir();
+  const size_t rows = 5000, cols = 1000;  // 10 MB of bf16: several pieces
+  std::vector<uint8_t> data(rows * cols * 2);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 131 + i / 977);
+  SafetensorsWriter w;
+  w.Add("big", DType::kBF16, {static_cast<int64_t>(rows), static_cast<int64_t>(cols)}, data);
+  w.Add("small", DType::kF32, {3}, std::vector<uint8_t>(12, 7));
+  ASSERT_TRUE(w.WriteFile(dir + "/model.safetensors").ok());
+  for (int threads : {1, 2, 4}) {
+    SCOPED_TRACE(threads);
+    Checkpoint c = MustOpen(dir + "/model.safetensors");
+    Collected got;
+    CollectEveryTensor(c, {"big"}, got);
+    auto digests = c.ReadAll(got.sinks, threads);
+    ASSERT_TRUE(digests.ok()) << digests.status().ToString();
+    EXPECT_EQ(got.bytes[0], data);
+    EXPECT_EQ(std::count(got.seen[0].begin(), got.seen[0].end(), 1),
+              static_cast<std::ptrdiff_t>(data.size()));
+    ASSERT_EQ(digests->size(), 1u);
+    EXPECT_EQ(ToHex((*digests)[0].sha256),
+              ToHex(Sha256(std::span<const uint8_t>(ReadAll(dir + "/model.safetensors")))));
+  }
+}
+
+TEST(CheckpointTest, ReadAllRefusesOneTensorTwiceAndNamesATruncatedFile) {
+  const std::string dir = ScratchDir();
+  ASSERT_TRUE(WriteSyntheticModel(dir, FourLayers(), 5, "").ok());
+  const std::string path = dir + "/model.safetensors";
+  Checkpoint c = MustOpen(path);
+  Collected twice;
+  CollectEveryTensor(c, {"model.norm.weight", "model.norm.weight"}, twice);
+  EXPECT_EQ(c.ReadAll(twice.sinks, 2).status().kind(), ErrorKind::kInvalid);
+  ASSERT_EQ(::truncate(path.c_str(), 1000), 0);
+  auto r = c.ReadAll({}, 2);
+  EXPECT_EQ(r.status().kind(), ErrorKind::kCorrupt);
+  EXPECT_NE(r.status().message().find(path), std::string::npos) << r.status().message();
 }
 
 TEST(CheckpointTest, FileTruncatedAfterOpenIsAnErrorNotACrash) {
