@@ -139,52 +139,57 @@ std::string MsNote(double ms, const char* what) {
   return buf;
 }
 
-// What every run starts from: the signing key, the checked artifacts and
-// the request, all before any weight is read.
+// What every run starts from: the signing key and the pins, before any
+// file of the model is read.
 struct Prepared {
   std::optional<keys::Identity> signer;
   ModelPins pins;
-  ModelInfo model;
-  DecodeRequest req;
 };
 
 Result<Prepared> Prepare(const RunOptions& o) {
   Prepared p;
   LOCKSTEP_ASSIGN_OR_RETURN(p.signer, LoadSignKey(o.sign_key));
   LOCKSTEP_ASSIGN_OR_RETURN(p.pins, ResolvePins(o.manifest, o.expect));
-  LOCKSTEP_ASSIGN_OR_RETURN(p.model, InspectModelDir(o.model_dir, p.pins));
-  const ModelFiles& files = p.model.files;
-  LOCKSTEP_ASSIGN_OR_RETURN(p.req, BuildRequest(o, p.model.config.max_position_embeddings,
-                                                files.tokenizer_path, files.has_tokenizer));
   return p;
 }
 
+Result<DecodeRequest> RequestFor(const RunOptions& o, const ModelInfo& model) {
+  return BuildRequest(o, model.config.max_position_embeddings, model.files.tokenizer_path,
+                      model.files.has_tokenizer);
+}
+
+// The weights are hashed while they load (LoadStage verifies the pins
+// before the first token).
 Status RunMonolithic(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(Prepared p, Prepare(o));
-  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, MapWeights(p.model));
+  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, p.pins));
+  LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req, RequestFor(o, model));
   const runtime::LocalRunOptions local{o.window, o.compute, o.single_run ? 1 : 2, o.trace};
-  LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult run, runtime::RunMonolithic(model, p.req, local));
-  RunReport report = NewReport(o, p.req, std::move(run.result), model.Seed(), model.files, p.signer);
+  LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult run, runtime::RunMonolithic(model, req, local));
+  RunReport report = NewReport(o, req, std::move(run.result), model.Seed(), model.files, p.signer);
   report.notes = {MsNote(run.decode_ms_per_token, "monolithic")};  // human only: --json stays reproducible
   return PrintReport(report, o.json, std::cout, o.receipt_path);
 }
 
+// The coordinator's side hashes every artifact file before assigning.
 Status RunSharded(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(Prepared p, Prepare(o));
+  LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo model, InspectModelDir(o.model_dir, p.pins));
+  LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req, RequestFor(o, model));
   const runtime::LoopbackOptions loopback{o.model_dir, o.workers, o.plan, o.window, o.compute,
                                           o.single_run ? 1 : 2, o.ship_logits, o.trace};
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr,
-                            runtime::RunOnLoopback(loopback, p.model, p.pins, p.req));
+                            runtime::RunOnLoopback(loopback, model, p.pins, req));
   RunReport report =
-      NewReport(o, p.req, std::move(lr.run.result), p.model.Seed(), p.model.files, p.signer);
+      NewReport(o, req, std::move(lr.run.result), model.Seed(), model.files, p.signer);
   report.plan = lr.plan;
   report.notes = std::move(lr.notes);
   report.workers = std::move(lr.stages);
   report.timings = {{"decode_ms_per_token_sharded", lr.run.decode_ms_per_token}};
   if (o.compare_monolithic) {
-    LOCKSTEP_ASSIGN_OR_RETURN(OpenModel mapped, MapWeights(p.model));
+    LOCKSTEP_ASSIGN_OR_RETURN(OpenModel mapped, MapWeights(model));
     const runtime::LocalRunOptions local{o.window, o.compute, 1, o.trace};
-    LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult mono, runtime::RunMonolithic(mapped, p.req, local));
+    LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult mono, runtime::RunMonolithic(mapped, req, local));
     LOCKSTEP_RETURN_IF_ERROR(
         runtime::CompareResults(report.result, mono.result, "sharded", "monolithic"));
     report.notes.push_back(MsNote(mono.decode_ms_per_token, "monolithic"));

@@ -26,18 +26,51 @@ Status CheckSupported(const ModelConfig& c) {
   return Status::Ok();
 }
 
-Result<ModelInfo> InspectModelDir(const std::string& dir, const ModelPins& pins) {
+namespace {
+
+// The folder's files, their small artifacts hashed and pinned, the config
+// parsed and supported; the weights neither opened nor hashed.
+Result<ModelInfo> OpenFolder(const std::string& dir, const ModelPins& pins) {
   ModelInfo m;
   LOCKSTEP_ASSIGN_OR_RETURN(m.files, LocateModelFiles(dir));
-  // Every weight file hashed on its own thread.
-  LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(m.files.weights_path));
-  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  LOCKSTEP_ASSIGN_OR_RETURN(m.hashes, HashArtifacts(m.files, ckpt, threads));
-  LOCKSTEP_RETURN_IF_ERROR(VerifyPins(m.hashes, pins, ckpt.file_names()));
+  LOCKSTEP_ASSIGN_OR_RETURN(m.hashes, HashConfigAndTokenizer(m.files));
+  ModelPins small = pins;  // the weights' pins wait for their hashes
+  small.files.clear();
+  small.weights.reset();
+  LOCKSTEP_RETURN_IF_ERROR(VerifyPins(m.hashes, small));
   LOCKSTEP_ASSIGN_OR_RETURN(m.config, LoadModelConfig(m.files.config_path));
   LOCKSTEP_RETURN_IF_ERROR(CheckSupported(m.config).WithContext(m.files.config_path));
   m.table_digest = ops::TableDigest();
   m.inv_freq_table_digest = ops::InvFreqDigest(ModelInvFreq(m.config));
+  return m;
+}
+
+// The digests of the files a load read, checked against what the model
+// already knew of them (an inspection) and recorded.
+Status RecordWeightDigests(OpenModel& m, std::vector<FileDigest> read) {
+  for (const FileDigest& d : read) {
+    for (const FileDigest& known : m.hashes.weight_files) {
+      if (known.file == d.file && known.sha256 != d.sha256) {
+        return MismatchError(m.files.dir + "/" + d.file + ": sha256 " + ToHex(d.sha256) +
+                             " while loading, " + ToHex(known.sha256) +
+                             " when the folder was inspected: changed in between");
+      }
+    }
+  }
+  SetWeightDigests(m.hashes, std::move(read), *m.weights);
+  return VerifyPins(m.hashes, m.pins, m.weights->file_names());
+}
+
+}  // namespace
+
+Result<ModelInfo> InspectModelDir(const std::string& dir, const ModelPins& pins) {
+  LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo m, OpenFolder(dir, pins));
+  // Every weight file hashed, files in parallel.
+  LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(m.files.weights_path));
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> digests, ckpt.HashFiles(threads));
+  SetWeightDigests(m.hashes, std::move(digests), ckpt);
+  LOCKSTEP_RETURN_IF_ERROR(VerifyPins(m.hashes, pins, ckpt.file_names()));
   return m;
 }
 
@@ -49,9 +82,37 @@ Result<OpenModel> MapWeights(ModelInfo info) {
   return m;
 }
 
-Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins) {
-  LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo info, InspectModelDir(dir, pins));
-  return MapWeights(std::move(info));
+Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins,
+                               const StageSpec* stage) {
+  OpenModel m;
+  LOCKSTEP_ASSIGN_OR_RETURN(static_cast<ModelInfo&>(m), OpenFolder(dir, pins));
+  m.pins = pins;
+  Checkpoint::Filter filter;
+  if (stage != nullptr) {
+    LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(m.config, *stage));
+    filter = StageTensorFilter(m.config, *stage);
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(m.files.weights_path, filter));
+  m.weights = std::make_unique<Checkpoint>(std::move(ckpt));
+  return m;
+}
+
+Result<std::vector<FileDigest>> StageWeightFiles(const ModelInfo& model, const StageSpec& spec) {
+  if (!model.files.sharded) return std::vector<FileDigest>{};
+  LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint part, Checkpoint::Open(model.files.weights_path,
+                                                              StageTensorFilter(model.config, spec)));
+  std::vector<std::string> names = part.open_file_names();
+  names.insert(names.begin(), kShardIndexFile);
+  std::vector<FileDigest> out;
+  for (const std::string& name : names) {
+    auto it = std::find_if(model.hashes.weight_files.begin(), model.hashes.weight_files.end(),
+                           [&](const FileDigest& d) { return d.file == name; });
+    if (it == model.hashes.weight_files.end()) {
+      return InternalError(model.files.dir + "/" + name + ": not hashed when inspected");
+    }
+    out.push_back(*it);
+  }
+  return out;
 }
 
 Status ValidateComputeOptions(const ComputeOptions& compute) {
@@ -62,7 +123,7 @@ Status ValidateComputeOptions(const ComputeOptions& compute) {
   return Status::Ok();
 }
 
-Result<LoadedStage> LoadStage(const OpenModel& model, const StageSpec& spec,
+Result<LoadedStage> LoadStage(OpenModel& model, const StageSpec& spec,
                               const ComputeOptions& compute) {
   LOCKSTEP_RETURN_IF_ERROR(ValidateComputeOptions(compute));
   const ops::Kernels* kernels = ops::KernelsByName(compute.isa);
@@ -70,8 +131,11 @@ Result<LoadedStage> LoadStage(const OpenModel& model, const StageSpec& spec,
   if (compute.threads > 1) {
     LOCKSTEP_ASSIGN_OR_RETURN(out.pool, ops::ThreadPool::Create(compute.threads));
   }
+  std::vector<FileDigest> read;
   LOCKSTEP_ASSIGN_OR_RETURN(StageWeights w, LoadStageWeights(*model.weights, model.config, spec,
-                                                             compute.weights, out.pool.get()));
+                                                             compute.weights,
+                                                             static_cast<int>(compute.threads), &read));
+  LOCKSTEP_RETURN_IF_ERROR(RecordWeightDigests(model, std::move(read)));
   out.stage = std::make_unique<Stage>(model.config, std::move(w), *kernels,
                                       StageOptions{out.pool.get()});
   return out;

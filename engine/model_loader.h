@@ -1,10 +1,16 @@
-// Opening a model folder: locate and hash its three artifact files,
-// verify optional pins, parse config.json (InspectModelDir: never reads the
-// tensors), then open the checkpoint — one file or sharded — (OpenModelDir)
-// and build Stages. The witness seed (§12.1 items 1-5) comes from here.
-// Hash a folder once per process: InspectModelDir, then MapWeights if the
-// weights are needed. OpenModel is move-only (it owns open files);
-// thread-compatible.
+// Opening a model folder and building Stages. The witness seed (§12.1
+// items 1-5) comes from here.
+//
+// InspectModelDir hashes every artifact file and verifies the pins without
+// keeping a tensor (what a coordinator needs). OpenModelDir hashes
+// config.json and tokenizer.json, checks their pins, parses the config and
+// opens the checkpoint (every file, or with a stage only the files holding
+// that stage's tensors) without reading the weights: LoadStage reads them
+// and hashes the files it opened in the same pass, then records the
+// digests in the OpenModel and verifies them — against the pins and against
+// digests an earlier InspectModelDir computed — before it returns a Stage,
+// so nothing is computed from unverified bytes. OpenModel is move-only (it
+// owns open files); thread-compatible.
 #pragma once
 
 #include <memory>
@@ -34,17 +40,29 @@ struct ModelInfo {
 };
 
 // A model folder with its checkpoint open (what a Stage loads from).
+// hashes.weight_files is empty until LoadStage (unless inspected), and
+// hashes.weights stays all zero unless every weight file was opened.
 struct OpenModel : ModelInfo {
   std::unique_ptr<Checkpoint> weights;
+  ModelPins pins;  // verified again by LoadStage once the weights are hashed
 };
 
 // pins: checked before anything is parsed; a mismatch fails loudly (§2.1).
 Result<ModelInfo> InspectModelDir(const std::string& dir, const ModelPins& pins);
-// Opens the checkpoint of an inspected folder (headers only, no second
-// hashing; loading later refuses files rewritten since this open).
+// Opens the checkpoint of an inspected folder (headers only); LoadStage
+// then refuses files whose bytes differ from the inspected digests.
 Result<OpenModel> MapWeights(ModelInfo info);
-// InspectModelDir then MapWeights.
-Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins);
+// Opens a folder without reading its weights (see above). With `stage`
+// (validated against the config here: Invalid naming the bad field), a
+// sharded checkpoint opens only the files holding that stage's tensors.
+Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins,
+                               const StageSpec* stage = nullptr);
+
+// What a coordinator tells a worker to expect of a sharded checkpoint: the
+// digests (from `model`, inspected) of the index and of every file holding
+// a tensor of `spec`, the index first. Empty for a single file. REQUIRES a
+// validated spec.
+Result<std::vector<FileDigest>> StageWeightFiles(const ModelInfo& model, const StageSpec& spec);
 
 // Validates the config for the forward pass (head_dim limits etc.).
 Status CheckSupported(const ModelConfig& config);
@@ -71,8 +89,10 @@ struct LoadedStage {
   Stage* operator->() const { return stage.get(); }
 };
 
-// The one way to build a Stage. Invalid as ValidateComputeOptions says.
-Result<LoadedStage> LoadStage(const OpenModel& model, const StageSpec& spec,
+// The one way to build a Stage: reads and hashes the opened weight files on
+// compute.threads threads, then records and verifies their digests in
+// `model` (Mismatch naming the file). Invalid as ValidateComputeOptions says.
+Result<LoadedStage> LoadStage(OpenModel& model, const StageSpec& spec,
                               const ComputeOptions& compute);
 
 }  // namespace lockstep

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
@@ -17,100 +16,93 @@ std::string LayerName(int layer, const char* suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
 }
 
-Result<std::vector<float>> ReadVector(const Checkpoint& f, const std::string& name, size_t n) {
-  const Shape shape{static_cast<int64_t>(n)};
-  return f.ReadF32(name, shape);
-}
+// Builds the destination of every tensor a stage reads and the sink that
+// fills it from the checkpoint's bytes (Checkpoint::ReadAll), so each byte
+// is read once and goes straight into its final place: matrices packed
+// row block by row block, vectors widened. Destinations never move after
+// their sink is made.
+class SinkBuilder {
+ public:
+  SinkBuilder(const Checkpoint& f, WeightFormat format) : f_(f), format_(format) {}
 
-// Rows per block read from the file at once (about 8 MiB of bf16), a whole
-// number of panels: a matrix is read and packed block by block, so loading
-// never holds a second copy of a tensor.
-size_t BlockRows(size_t cols) {
-  const size_t rows = (size_t{8} << 20) / (2 * std::max<size_t>(cols, 1));
-  return std::max<size_t>(ops::kPanelRows, rows / ops::kPanelRows * ops::kPanelRows);
-}
-
-// Reads a BF16 tensor block by block into `m`, blocks spread over the
-// pool's threads (each reads and packs its own blocks).
-Status ReadBf16Blocks(const TensorRef& t, ops::PackedMatrix& m, ops::ThreadPool* pool) {
-  const size_t rows = m.rows(), cols = m.cols();
-  const size_t block = BlockRows(cols);
-  const size_t blocks = (rows + block - 1) / block;
-  std::mutex mu;
-  Status first_error;
-  const size_t threads = pool ? pool->size() : 1;
-  std::vector<std::vector<uint8_t>> buffers(threads);
-  ops::ForEachChunk(pool, blocks, 1, [&](size_t b0, size_t b1, size_t thread) {
-    std::vector<uint8_t>& buf = buffers[thread];
-    for (size_t b = b0; b < b1; ++b) {
-      const size_t r0 = b * block, n = std::min(block, rows - r0);
-      buf.resize(2 * n * cols);
-      Status st = t.file->Read(*t.info, 2 * r0 * cols, buf);
-      if (!st.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.ok()) first_error = st;
-        return;
-      }
-      m.PackBf16Rows(r0, buf);
-    }
-  });
-  return first_error;
-}
-
-Result<WeightMatrix> ReadMatrix(const Checkpoint& f, const std::string& name,
-                                size_t rows, size_t cols, WeightFormat format,
-                                ops::ThreadPool* pool) {
-  const Shape shape{static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
-  WeightMatrix m;
-  m.rows = rows;
-  m.cols = cols;
-  const TensorRef t = f.Find(name);
-  if (format == WeightFormat::kF32Rows || t.info == nullptr || t.info->dtype != DType::kBF16) {
-    LOCKSTEP_ASSIGN_OR_RETURN(std::vector<float> data, f.ReadF32(name, shape));
-    if (format == WeightFormat::kF32Rows) {
-      m.data = std::move(data);
-    } else {
-      m.packed = ops::PackedMatrix::FromF32(data.data(), rows, cols);
-    }
-    return m;
+  void Vector(const std::string& name, std::vector<float>& out, size_t n) {
+    const TensorRef t = f_.Find(name);
+    out.assign(n, 0.0f);
+    float* dst = out.data();
+    const size_t size = static_cast<size_t>(DTypeSize(t.info->dtype));
+    Add(t, 0, [t, dst, size](uint64_t at, std::span<const uint8_t> bytes) {
+      WidenToF32(t.info->dtype, bytes, dst + at / size);
+    });
   }
-  if (t.info->shape != shape) {  // let ReadF32 word the shape error
-    return f.ReadF32(name, shape).status();
+
+  // An optional bias (§9.1): left empty when the checkpoint does not carry it.
+  void OptionalVector(const std::string& name, std::vector<float>& out, size_t n) {
+    if (f_.Find(name).file != nullptr) Vector(name, out, n);
   }
-  const ops::WeightType type =
-      format == WeightFormat::kPackedBf16 ? ops::WeightType::kBf16 : ops::WeightType::kF32;
-  m.packed = ops::PackedMatrix::Allocated(rows, cols, type);
-  LOCKSTEP_RETURN_IF_ERROR(ReadBf16Blocks(t, m.packed, pool));
-  return m;
-}
 
-// An optional bias (§9.1): empty when the checkpoint does not carry it.
-Result<std::vector<float>> ReadOptionalBias(const Checkpoint& f, const std::string& name,
-                                            size_t n) {
-  if (f.Find(name).file == nullptr) return std::vector<float>{};
-  return ReadVector(f, name, n);
-}
+  void Matrix(const std::string& name, WeightMatrix& m, size_t rows, size_t cols) {
+    const TensorRef t = f_.Find(name);
+    const DType dtype = t.info->dtype;
+    const size_t size = static_cast<size_t>(DTypeSize(dtype));
+    const uint64_t row_bytes = size * cols;
+    m.rows = rows;
+    m.cols = cols;
+    if (format_ == WeightFormat::kF32Rows) {
+      m.data.assign(rows * cols, 0.0f);
+      float* dst = m.data.data();
+      Add(t, row_bytes, [dtype, dst, size](uint64_t at, std::span<const uint8_t> bytes) {
+        WidenToF32(dtype, bytes, dst + at / size);
+      });
+      return;
+    }
+    // BF16 checkpoints keep their bits unless asked to widen; F16 and F32
+    // ones pack as f32 (F16 widened exactly, one piece at a time).
+    const bool keep_bf16 = dtype == DType::kBF16 && format_ == WeightFormat::kPackedBf16;
+    m.packed = ops::PackedMatrix::Allocated(
+        rows, cols, keep_bf16 ? ops::WeightType::kBf16 : ops::WeightType::kF32);
+    ops::PackedMatrix* dst = &m.packed;
+    Add(t, row_bytes, [dtype, dst, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
+      const size_t r0 = at / row_bytes;
+      if (dtype == DType::kBF16) return dst->PackBf16Rows(r0, bytes);
+      if (dtype == DType::kF32) return dst->PackF32Rows(r0, bytes);
+      thread_local std::vector<float> widened;  // one piece, not the tensor
+      widened.resize(bytes.size() / 2);
+      WidenToF32(dtype, bytes, widened.data());
+      dst->PackF32Rows(r0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(widened.data()),
+                                                    widened.size() * sizeof(float)));
+    });
+  }
 
-Result<LayerWeights> LoadLayer(const Checkpoint& f, const ModelConfig& c, int l,
-                               WeightFormat fmt, ops::ThreadPool* pool) {
+  const std::vector<TensorSink>& sinks() const { return sinks_; }
+
+ private:
+  void Add(const TensorRef& t, uint64_t unit,
+           std::function<void(uint64_t, std::span<const uint8_t>)> take) {
+    sinks_.push_back(TensorSink{t, unit, std::move(take)});
+  }
+
+  const Checkpoint& f_;
+  const WeightFormat format_;
+  std::vector<TensorSink> sinks_;
+};
+
+void AddLayer(SinkBuilder& b, const ModelConfig& c, int l, LayerWeights& w) {
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const size_t q_width = static_cast<size_t>(c.num_heads) * static_cast<size_t>(c.head_dim);
   const size_t kv_width = static_cast<size_t>(c.num_kv_heads) * static_cast<size_t>(c.head_dim);
   const size_t inter = static_cast<size_t>(c.intermediate_size);
-  LayerWeights w;
-  LOCKSTEP_ASSIGN_OR_RETURN(w.input_norm, ReadVector(f, LayerName(l, "input_layernorm.weight"), hidden));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.q_proj, ReadMatrix(f, LayerName(l, "self_attn.q_proj.weight"), q_width, hidden, fmt, pool));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.k_proj, ReadMatrix(f, LayerName(l, "self_attn.k_proj.weight"), kv_width, hidden, fmt, pool));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.v_proj, ReadMatrix(f, LayerName(l, "self_attn.v_proj.weight"), kv_width, hidden, fmt, pool));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.q_bias, ReadOptionalBias(f, LayerName(l, "self_attn.q_proj.bias"), q_width));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.k_bias, ReadOptionalBias(f, LayerName(l, "self_attn.k_proj.bias"), kv_width));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.v_bias, ReadOptionalBias(f, LayerName(l, "self_attn.v_proj.bias"), kv_width));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.o_proj, ReadMatrix(f, LayerName(l, "self_attn.o_proj.weight"), hidden, q_width, fmt, pool));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.post_norm, ReadVector(f, LayerName(l, "post_attention_layernorm.weight"), hidden));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.gate_proj, ReadMatrix(f, LayerName(l, "mlp.gate_proj.weight"), inter, hidden, fmt, pool));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.up_proj, ReadMatrix(f, LayerName(l, "mlp.up_proj.weight"), inter, hidden, fmt, pool));
-  LOCKSTEP_ASSIGN_OR_RETURN(w.down_proj, ReadMatrix(f, LayerName(l, "mlp.down_proj.weight"), hidden, inter, fmt, pool));
-  return w;
+  b.Vector(LayerName(l, "input_layernorm.weight"), w.input_norm, hidden);
+  b.Matrix(LayerName(l, "self_attn.q_proj.weight"), w.q_proj, q_width, hidden);
+  b.Matrix(LayerName(l, "self_attn.k_proj.weight"), w.k_proj, kv_width, hidden);
+  b.Matrix(LayerName(l, "self_attn.v_proj.weight"), w.v_proj, kv_width, hidden);
+  b.OptionalVector(LayerName(l, "self_attn.q_proj.bias"), w.q_bias, q_width);
+  b.OptionalVector(LayerName(l, "self_attn.k_proj.bias"), w.k_bias, kv_width);
+  b.OptionalVector(LayerName(l, "self_attn.v_proj.bias"), w.v_bias, kv_width);
+  b.Matrix(LayerName(l, "self_attn.o_proj.weight"), w.o_proj, hidden, q_width);
+  b.Vector(LayerName(l, "post_attention_layernorm.weight"), w.post_norm, hidden);
+  b.Matrix(LayerName(l, "mlp.gate_proj.weight"), w.gate_proj, inter, hidden);
+  b.Matrix(LayerName(l, "mlp.up_proj.weight"), w.up_proj, inter, hidden);
+  b.Matrix(LayerName(l, "mlp.down_proj.weight"), w.down_proj, hidden, inter);
 }
 
 }  // namespace
@@ -211,8 +203,8 @@ Status CheckStageTensors(const Checkpoint& f, const ModelConfig& c, const StageS
 }  // namespace
 
 Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
-                                      const StageSpec& spec, WeightFormat format,
-                                      ops::ThreadPool* pool) {
+                                      const StageSpec& spec, WeightFormat format, int threads,
+                                      std::vector<FileDigest>* digests) {
   // Every tensor present, shaped and typed as the config says before
   // anything is allocated.
   LOCKSTEP_RETURN_IF_ERROR(CheckStageTensors(f, c, spec));
@@ -220,21 +212,20 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
   const size_t vocab = static_cast<size_t>(c.vocab_size);
   StageWeights w;
   w.spec = spec;
+  w.layers.resize(static_cast<size_t>(spec.hi - spec.lo));
+  SinkBuilder b(f, format);
   const bool tied = c.tie_word_embeddings;
   if (spec.first || (spec.last && tied)) {
-    LOCKSTEP_ASSIGN_OR_RETURN(w.embed, ReadMatrix(f, "model.embed_tokens.weight", vocab, hidden, format, pool));
+    b.Matrix("model.embed_tokens.weight", w.embed, vocab, hidden);
   }
-  for (int l = spec.lo; l < spec.hi; ++l) {
-    LOCKSTEP_ASSIGN_OR_RETURN(LayerWeights lw, LoadLayer(f, c, l, format, pool));
-    w.layers.push_back(std::move(lw));
-  }
+  for (int l = spec.lo; l < spec.hi; ++l) AddLayer(b, c, l, w.layers[static_cast<size_t>(l - spec.lo)]);
   if (spec.last) {
-    LOCKSTEP_ASSIGN_OR_RETURN(w.final_norm, ReadVector(f, "model.norm.weight", hidden));
-    if (!tied) {
-      LOCKSTEP_ASSIGN_OR_RETURN(w.lm_head, ReadMatrix(f, "lm_head.weight", vocab, hidden, format, pool));
-    }
+    b.Vector("model.norm.weight", w.final_norm, hidden);
+    if (!tied) b.Matrix("lm_head.weight", w.lm_head, vocab, hidden);
   }
+  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> read, f.ReadAll(b.sinks(), threads));
   LOCKSTEP_RETURN_IF_ERROR(f.CheckUnchanged());
+  if (digests != nullptr) *digests = std::move(read);
   return w;
 }
 

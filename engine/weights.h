@@ -3,9 +3,9 @@
 // is tied), plus the final norm and LM head when it is last.
 //
 // Loaded from a Checkpoint (one safetensors file or several); only the
-// tensors the stage needs are read, block by block straight into their
-// packed layout, so resident memory is the stage's share of the model and
-// never a second copy of it. Every needed tensor's presence, shape and
+// tensors the stage needs are kept, piece by piece straight into their
+// packed layout (F16 and F32 too), so resident memory is the stage's share
+// of the model and never a second copy of it. Every needed tensor's presence, shape and
 // dtype is checked before anything is allocated, and a file truncated or
 // rewritten while loading is an error naming it.
 // Linear layers are stored in the kernels' panel layout (PackedMatrix),
@@ -22,7 +22,6 @@
 #include "engine/io/model_config.h"
 #include "engine/io/checkpoint.h"
 #include "engine/ops/packed_matrix.h"
-#include "engine/ops/thread_pool.h"
 
 namespace lockstep {
 
@@ -77,14 +76,18 @@ struct StageWeights {
   const WeightMatrix& head() const { return lm_head.rows ? lm_head : embed; }
 };
 
+// Reads the stage's tensors in the one pass of Checkpoint::ReadAll on
+// `threads` threads (same result for any count), which also hashes every
+// file the checkpoint opened: `digests`, when given, receives them. A
+// caller verifies them before using the weights (model_loader.h does).
 // REQUIRES: spec validated against cfg (0 <= lo <= hi <= num_layers).
-// The three-argument form loads WeightFormat::kPackedBf16.
+// The three-argument form loads WeightFormat::kPackedBf16 on one thread.
 Result<StageWeights> LoadStageWeights(const Checkpoint& file, const ModelConfig& cfg,
                                       const StageSpec& spec);
-// With a pool, packing runs on its threads (same result, faster load).
 Result<StageWeights> LoadStageWeights(const Checkpoint& file, const ModelConfig& cfg,
                                       const StageSpec& spec, WeightFormat format,
-                                      ops::ThreadPool* pool = nullptr);
+                                      int threads = 1,
+                                      std::vector<FileDigest>* digests = nullptr);
 
 // Bytes of linear-layer weights one decode step streams (every matrix
 // once; the embedding lookup excluded unless it is the tied LM head).

@@ -36,7 +36,7 @@ struct BenchFigures {
   size_t peak_rss = 0;          // before the stream buffers exist
   double decode_cpu_share = 0;  // process CPU time / (wall * threads) while decoding
   double ttft_cpu_s = 0;        // process CPU time until the first token
-  double open_s = 0;            // OpenModelDir: artifact hashing (§2.1) and config
+  double open_s = 0;            // OpenModelDir: config and tokenizer hashed, config parsed
 };
 
 // Invalid for gen < 2 or a zero length/count, or options LoadStage refuses.

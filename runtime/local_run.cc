@@ -17,7 +17,7 @@ Result<TimedResult> DecodeOnStage(const Stage& stage, const WitnessSeed& seed,
   return DecodeChecked(open, req, seed, runs);
 }
 
-Result<TimedResult> RunMonolithic(const OpenModel& model, const DecodeRequest& req,
+Result<TimedResult> RunMonolithic(OpenModel& model, const DecodeRequest& req,
                                   const LocalRunOptions& o) {
   const StageSpec all{0, model.config.num_layers, true, true};
   LOCKSTEP_ASSIGN_OR_RETURN(LoadedStage stage, LoadStage(model, all, o.compute));

@@ -25,7 +25,7 @@ Result<TimedResult> DecodeOnStage(const Stage& stage, const WitnessSeed& seed,
                                   bool trace = false);
 
 // LoadStage(model, every layer, o.compute), then DecodeOnStage.
-Result<TimedResult> RunMonolithic(const OpenModel& model, const DecodeRequest& req,
+Result<TimedResult> RunMonolithic(OpenModel& model, const DecodeRequest& req,
                                   const LocalRunOptions& o);
 
 }  // namespace lockstep::runtime

@@ -47,7 +47,11 @@ Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const Model
     out.result = std::move(run.result);
     return out;
   }
-  Result<OpenModel> opened = OpenModelDir(o.model_dir, pins);
+  // Inspected first: the receipt's seed is checked before any weight loads.
+  Result<OpenModel> opened = [&]() -> Result<OpenModel> {
+    LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo info, InspectModelDir(o.model_dir, pins));
+    return MapWeights(std::move(info));
+  }();
   if (!opened.ok()) {
     const Status st = opened.status();
     return st.kind() == ErrorKind::kMismatch

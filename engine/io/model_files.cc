@@ -65,12 +65,23 @@ Result<ModelFiles> LocateModelFiles(const std::string& dir) {
 
 Result<ArtifactHashes> HashArtifacts(const ModelFiles& files, const Checkpoint& weights,
                                      int threads) {
-  ArtifactHashes h;
-  LOCKSTEP_ASSIGN_OR_RETURN(h.weight_files, weights.HashFiles(threads));
+  LOCKSTEP_ASSIGN_OR_RETURN(ArtifactHashes h, HashConfigAndTokenizer(files));
+  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> digests, weights.HashFiles(threads));
+  SetWeightDigests(h, std::move(digests), weights);
+  return h;
+}
+
+void SetWeightDigests(ArtifactHashes& h, std::vector<FileDigest> digests,
+                      const Checkpoint& weights) {
+  h.weight_files = std::move(digests);
   h.weights = Digest{};
   if (weights.open_files() == weights.file_names().size()) {
     h.weights = Checkpoint::WeightsSha256(h.weight_files, weights.sharded());
   }
+}
+
+Result<ArtifactHashes> HashConfigAndTokenizer(const ModelFiles& files) {
+  ArtifactHashes h;
   LOCKSTEP_ASSIGN_OR_RETURN(h.config, Sha256File(files.config_path));
   if (files.has_tokenizer) {
     LOCKSTEP_ASSIGN_OR_RETURN(h.tokenizer, Sha256File(files.tokenizer_path));

@@ -53,6 +53,12 @@ struct ArtifactHashes {
 // weight file was opened (all zero otherwise). NotFound/Io/Corrupt name the path.
 Result<ArtifactHashes> HashArtifacts(const ModelFiles& files, const Checkpoint& weights,
                                      int threads);
+// config.json and tokenizer.json only; the weight fields stay empty.
+Result<ArtifactHashes> HashConfigAndTokenizer(const ModelFiles& files);
+// Records the digests of `weights`' opened files (Checkpoint::ReadAll's
+// result) and, when every file was opened, weights_sha256 from them.
+void SetWeightDigests(ArtifactHashes& h, std::vector<FileDigest> digests,
+                      const Checkpoint& weights);
 
 struct ModelPins {
   std::optional<Digest> weights, tokenizer, config;  // nullopt = not pinned

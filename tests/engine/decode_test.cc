@@ -14,7 +14,7 @@
 namespace lockstep {
 namespace {
 
-std::unique_ptr<Stage> LoadWhole(const OpenModel& m) {
+std::unique_ptr<Stage> LoadWhole(OpenModel& m) {
   auto s = LoadStage(m, StageSpec{0, m.config.num_layers, true, true}, ComputeOptions{"scalar"});
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   return std::move(s->stage);  // one thread: no pool to keep

@@ -23,7 +23,7 @@ namespace lockstep::kvtest {
 
 struct TestModel {
   std::string name;
-  OpenModel open;
+  mutable OpenModel open;  // LoadStage records the digests it read here
   std::unique_ptr<Stage> stage;  // every layer, first and last
   RefWeights weights;            // the same checkpoint, read by the reference
   int layers() const { return open.config.num_layers; }

@@ -35,7 +35,7 @@ using Loaded = LoadedStage;
 // The whole model as one Stage for variant `v`, through the Stage factory.
 // A load that fails ends the test there (an exception GoogleTest reports as
 // the test's failure), so no caller ever holds an empty stage.
-inline Loaded Load(const OpenModel& model, const Variant& v) {
+inline Loaded Load(OpenModel& model, const Variant& v) {
   const StageSpec all{0, model.config.num_layers, true, true};
   auto loaded = LoadStage(model, all, ComputeOptions{v.isa, v.threads, v.format});
   if (!loaded.ok()) {

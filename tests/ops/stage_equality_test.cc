@@ -104,7 +104,7 @@ TEST_F(SyntheticModel, EveryVariantGivesTheSameLogits) {
 
 // S sessions of different prompt lengths: batched prefill, then batched
 // decode steps; every session's logits equal its solo run at every step.
-void CheckBatchedEqualsSolo(const OpenModel& model, const Variant& v) {
+void CheckBatchedEqualsSolo(OpenModel& model, const Variant& v) {
   Loaded l = Load(model, v);
   const Stage& st = *l.stage;
   const std::vector<std::vector<uint32_t>> prompts = {{1, 2, 3}, {7}, {9, 8, 7, 6, 5}, {4, 4}, {11, 12}};
