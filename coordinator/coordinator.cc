@@ -59,6 +59,9 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
   // The plan is checked before any worker is contacted, let alone loads.
   LOCKSTEP_ASSIGN_OR_RETURN(std::vector<StageSpec> specs, ResolvePlan(config, c->model_.config));
   for (size_t k = 0; k < specs.size(); ++k) {
+    LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> files, StageWeightFiles(c->model_, specs[k]));
+    std::vector<wire::WeightFile>& sent = c->weight_files_.emplace_back();
+    for (const FileDigest& f : files) sent.push_back({f.file, f.sha256});
     c->workers_.push_back(WorkerInfo{k, config.workers[k], specs[k], {}, 0,
                                      k < config.worker_keys.size() ? config.worker_keys[k] : ""});
     c->endpoints_.push_back(config.workers[k]);
@@ -150,6 +153,7 @@ wire::Assign Coordinator::MakeAssign(size_t k) const {
   a.worker_index = static_cast<uint32_t>(k);
   if (k + 1 < n) a.next_hop_key = keys_[k + 1];
   if (k > 0) a.upstream_key = keys_[k - 1];
+  a.weight_files = weight_files_[k];
   return a;
 }
 

@@ -217,6 +217,7 @@ class Coordinator {
   ClusterConfig config_;
   ModelInfo model_;
   WitnessSeed seed_;
+  std::vector<std::vector<wire::WeightFile>> weight_files_;  // [worker] sent in its Assign
   std::vector<WorkerInfo> workers_;
   std::vector<Link> links_;            // I/O thread (handshake: the caller)
   std::vector<std::string> endpoints_;  // I/O thread: each stage's current worker

@@ -83,6 +83,19 @@ struct Assign {
   upstreamKey @11 :Text;           # CURVE public key (Z85) of the previous
                                    # stage, which this worker then accepts;
                                    # empty if first or on plaintext links.
+  weightFiles @12 :List(WeightFile);
+                                   # Sharded checkpoints: the index and every
+                                   # file holding a tensor this stage reads,
+                                   # with their SHA-256. The worker opens and
+                                   # hashes only those, refuses any that
+                                   # differs, and then reports
+                                   # expectedWeightsSha256 in its Hello.
+                                   # Empty: it hashes every weight file.
+}
+
+struct WeightFile {
+  name @0 :Text;                   # File name in the model folder.
+  sha256 @1 :Data;                 # 32 bytes.
 }
 
 struct AssignAck {

@@ -61,6 +61,13 @@ void Write(const Assign& m, s::Envelope::Builder e) {
   out.setWorkerIndex(m.worker_index);
   out.setNextHopKey(m.next_hop_key);
   out.setUpstreamKey(m.upstream_key);
+  if (!m.weight_files.empty()) {
+    auto files = out.initWeightFiles(static_cast<unsigned>(m.weight_files.size()));
+    for (size_t i = 0; i < m.weight_files.size(); ++i) {
+      files[static_cast<unsigned>(i)].setName(m.weight_files[i].name);
+      files[static_cast<unsigned>(i)].setSha256(DigestData(m.weight_files[i].sha256));
+    }
+  }
 }
 
 void Write(const AssignAck& m, s::Envelope::Builder e) {
@@ -221,6 +228,12 @@ Result<Message> Read(s::Assign::Reader in) {
   m.worker_index = in.getWorkerIndex();
   m.next_hop_key = in.getNextHopKey();
   m.upstream_key = in.getUpstreamKey();
+  for (auto f : in.getWeightFiles()) {
+    WeightFile w;
+    w.name = f.getName();
+    LOCKSTEP_ASSIGN_OR_RETURN(w.sha256, ReadDigest(f.getSha256(), "assign.weightFiles.sha256"));
+    m.weight_files.push_back(std::move(w));
+  }
   return Message(std::move(m));
 }
 

@@ -32,6 +32,13 @@ struct Hello {
   std::string isa;
 };
 
+// One weight file of a checkpoint by its name in the model folder.
+struct WeightFile {
+  std::string name;
+  Digest sha256{};
+  bool operator==(const WeightFile&) const = default;
+};
+
 struct Assign {
   std::string model_dir;
   Digest expected_weights_sha256{};
@@ -45,6 +52,7 @@ struct Assign {
   uint32_t worker_index = 0;
   std::string next_hop_key;  // Z85 CURVE key pinned for next_hop ("" = plaintext/none)
   std::string upstream_key;  // Z85 CURVE key of the previous stage ("" = none)
+  std::vector<WeightFile> weight_files;  // sharded: the files this stage reads; else empty
 };
 
 // The worker's "ready" reply to Assign.

@@ -203,10 +203,29 @@ void StageHost::OnAssign(const wire::Assign& m, std::vector<Outgoing>* out) {
 Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* out) {
   LOCKSTEP_RETURN_IF_ERROR(ops::PinFpEnvironment());
   const std::string& dir = model_dir_override_.empty() ? m.model_dir : model_dir_override_;
-  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(dir, ModelPins{}));
+  const StageSpec spec{static_cast<int>(m.layer_lo), static_cast<int>(m.layer_hi), m.is_first,
+                       m.is_last};
+  // A sharded checkpoint is verified by parts: only the files holding this
+  // stage's tensors are opened, and each must hash as the assignment says
+  // (LoadStage refuses naming the file). Otherwise every weight file is
+  // hashed and reported.
+  const bool by_parts = !m.weight_files.empty();
+  ModelPins pins;
+  pins.name = "the assignment";
+  for (const wire::WeightFile& f : m.weight_files) pins.files[f.name] = f.sha256;
+  LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(dir, pins, by_parts ? &spec : nullptr));
+  LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(model.config, spec));
+  if (by_parts && !model.files.sharded) {
+    return InvalidError(dir + ": the assignment lists weight files of a sharded checkpoint, but " +
+                        model.files.weights_path + " is a single file");
+  }
+  if (!m.is_last && m.next_hop.empty()) return InvalidError("no next hop for a non-last stage");
+  // The weights are hashed as they load; nothing is computed before the
+  // digests are checked (here and by the coordinator from the Hello).
+  LOCKSTEP_ASSIGN_OR_RETURN(stage_, LoadStage(model, spec, compute_));
   wire::Hello hello;
   hello.worker_id = name_;
-  hello.weights_sha256 = model.hashes.weights;
+  hello.weights_sha256 = by_parts ? m.expected_weights_sha256 : model.hashes.weights;
   hello.config_sha256 = model.hashes.config;
   hello.tokenizer_sha256 = model.hashes.tokenizer;
   hello.table_digest = model.table_digest;
@@ -217,16 +236,11 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
       Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(hello), "", "", false, 0});
   hello_ = hello;
   LOCKSTEP_RETURN_IF_ERROR(
-      CompareHash("weights_sha256", m.expected_weights_sha256, model.hashes.weights));
+      CompareHash("weights_sha256", m.expected_weights_sha256, hello.weights_sha256));
   LOCKSTEP_RETURN_IF_ERROR(
       CompareHash("config_sha256", m.expected_config_sha256, model.hashes.config));
   LOCKSTEP_RETURN_IF_ERROR(
       CompareHash("tokenizer_sha256", m.expected_tokenizer_sha256, model.hashes.tokenizer));
-  const StageSpec spec{static_cast<int>(m.layer_lo), static_cast<int>(m.layer_hi), m.is_first,
-                       m.is_last};
-  LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(model.config, spec));
-  if (!m.is_last && m.next_hop.empty()) return InvalidError("no next hop for a non-last stage");
-  LOCKSTEP_ASSIGN_OR_RETURN(stage_, LoadStage(model, spec, compute_));
   batch_hidden_.assign(max_batch_ * stage_->hidden(), 0.0f);
   batch_logits_.assign(m.is_last ? max_batch_ * stage_->vocab() : 0, 0.0f);  // >= 1 row
   batch_inputs_.reserve(max_batch_);
