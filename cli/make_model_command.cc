@@ -31,14 +31,26 @@ Status CopyFile(const std::string& from, const std::string& to) {
   return WriteTextFile(to, text);
 }
 
+// A shape whose config.json is not SyntheticConfigJson's (llama3 rope
+// scaling, a list of eos ids) is written out first and then used as the
+// --config file would be.
 Status MakeModel(const MakeModelOptions& o) {
   SyntheticShape dims = o.dims;
+  std::string config_path = o.config_path;
   if (o.shape == "smollm2-135m") {
     dims = SmolLM2Shape();
+  } else if (o.shape == "llama3.2-1b") {
+    if (!config_path.empty()) return InvalidError("--shape llama3.2-1b comes with its own config; drop --config");
+    std::error_code ec;
+    std::filesystem::create_directories(o.out_dir, ec);
+    if (ec) return IoError(o.out_dir + ": cannot create directory: " + ec.message());
+    config_path = o.out_dir + "/config.json";
+    LOCKSTEP_RETURN_IF_ERROR(WriteTextFile(config_path, Llama32_1BConfigJson()));
   } else if (!o.shape.empty()) {
-    return InvalidError("--shape: unknown shape '" + o.shape + "' (known: smollm2-135m)");
+    return InvalidError("--shape: unknown shape '" + o.shape +
+                        "' (known: smollm2-135m, llama3.2-1b)");
   }
-  LOCKSTEP_RETURN_IF_ERROR(WriteSyntheticModel(o.out_dir, dims, o.seed, o.config_path, o.shards));
+  LOCKSTEP_RETURN_IF_ERROR(WriteSyntheticModel(o.out_dir, dims, o.seed, config_path, o.shards));
   const std::string tok_out = o.out_dir + "/tokenizer.json";
   if (!o.tokenizer_path.empty()) return CopyFile(o.tokenizer_path, tok_out);
   LOCKSTEP_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(o.out_dir + "/config.json"));
@@ -53,7 +65,7 @@ CLI::App* AddMakeModelCommand(CLI::App& app, MakeModelOptions& o) {
   CLI::App* c = app.add_subcommand("make-model", "Write a seeded synthetic checkpoint");
   c->add_option("out_dir", o.out_dir, "Output folder")->required();
   c->add_option("--seed", o.seed, "PRNG seed")->required();
-  c->add_option("--shape", o.shape, "Named shape: smollm2-135m");
+  c->add_option("--shape", o.shape, "Named shape: smollm2-135m or llama3.2-1b");
   c->add_option("--hidden", o.dims.hidden, "hidden_size");
   c->add_option("--layers", o.dims.layers, "num_hidden_layers");
   c->add_option("--heads", o.dims.heads, "num_attention_heads");

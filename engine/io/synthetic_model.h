@@ -36,6 +36,13 @@ struct SyntheticShape {
 // theta 1e5, tied, no bias.
 SyntheticShape SmolLM2Shape();
 
+// Llama-3.2-1B's config.json as Hugging Face publishes it: hidden 2048,
+// 16 layers, 32/8 heads, head_dim 64, intermediate 8192, vocab 128256,
+// tied, rope_theta 500000 with llama3 rope_scaling (factor 32, low 1,
+// high 4, original 8192), max_position_embeddings 131072, rms_norm_eps
+// 1e-5, bos 128000, eos [128001, 128008, 128009], bfloat16.
+std::string Llama32_1BConfigJson();
+
 // An HF-style config.json (2-space indent, sorted keys, final newline).
 // REQUIRES: heads divides hidden.
 std::string SyntheticConfigJson(const SyntheticShape& shape);
