@@ -28,21 +28,21 @@ Status CheckSupported(const ModelConfig& c) {
 
 namespace {
 
-// The folder's files, their small artifacts hashed and pinned, the config
-// parsed and supported; the weights neither opened nor hashed.
-Result<ModelInfo> OpenFolder(const std::string& dir, const ModelPins& pins) {
+// The folder's files located, config.json and tokenizer.json hashed.
+Result<ModelInfo> LocateAndHashSmallFiles(const std::string& dir) {
   ModelInfo m;
   LOCKSTEP_ASSIGN_OR_RETURN(m.files, LocateModelFiles(dir));
   LOCKSTEP_ASSIGN_OR_RETURN(m.hashes, HashConfigAndTokenizer(m.files));
-  ModelPins small = pins;  // the weights' pins wait for their hashes
-  small.files.clear();
-  small.weights.reset();
-  LOCKSTEP_RETURN_IF_ERROR(VerifyPins(m.hashes, small));
+  return m;
+}
+
+// After the pins were checked: the config parsed and supported.
+Status ParseConfig(ModelInfo& m) {
   LOCKSTEP_ASSIGN_OR_RETURN(m.config, LoadModelConfig(m.files.config_path));
   LOCKSTEP_RETURN_IF_ERROR(CheckSupported(m.config).WithContext(m.files.config_path));
   m.table_digest = ops::TableDigest();
   m.inv_freq_table_digest = ops::InvFreqDigest(ModelInvFreq(m.config));
-  return m;
+  return Status::Ok();
 }
 
 // The digests of the files a load read, checked against what the model
@@ -64,13 +64,14 @@ Status RecordWeightDigests(OpenModel& m, std::vector<FileDigest> read) {
 }  // namespace
 
 Result<ModelInfo> InspectModelDir(const std::string& dir, const ModelPins& pins) {
-  LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo m, OpenFolder(dir, pins));
-  // Every weight file hashed, files in parallel.
+  LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo m, LocateAndHashSmallFiles(dir));
+  // Every weight file hashed, files in parallel; every pin checked at once.
   LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(m.files.weights_path));
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> digests, ckpt.HashFiles(threads));
   SetWeightDigests(m.hashes, std::move(digests), ckpt);
   LOCKSTEP_RETURN_IF_ERROR(VerifyPins(m.hashes, pins, ckpt.file_names()));
+  LOCKSTEP_RETURN_IF_ERROR(ParseConfig(m));
   return m;
 }
 
@@ -85,7 +86,12 @@ Result<OpenModel> MapWeights(ModelInfo info) {
 Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins,
                                const StageSpec* stage) {
   OpenModel m;
-  LOCKSTEP_ASSIGN_OR_RETURN(static_cast<ModelInfo&>(m), OpenFolder(dir, pins));
+  LOCKSTEP_ASSIGN_OR_RETURN(static_cast<ModelInfo&>(m), LocateAndHashSmallFiles(dir));
+  ModelPins small = pins;  // the weights' pins wait for their hashes (LoadStage)
+  small.files.clear();
+  small.weights.reset();
+  LOCKSTEP_RETURN_IF_ERROR(VerifyPins(m.hashes, small));
+  LOCKSTEP_RETURN_IF_ERROR(ParseConfig(m));
   m.pins = pins;
   Checkpoint::Filter filter;
   if (stage != nullptr) {
