@@ -65,6 +65,22 @@ std::optional<BitFlip>& Fault() {
 }
 #endif
 
+// Pins are checked for the files they name; verifying by parts must also
+// cover every file this stage reads, or one the assignment left out would
+// load unchecked while the Hello reports the assigned weights digest.
+Status EveryReadFileIsPinned(const Checkpoint& weights, const ModelPins& pins,
+                             const std::string& dir) {
+  std::vector<std::string> read = weights.open_file_names();
+  read.insert(read.begin(), kShardIndexFile);
+  for (const std::string& name : read) {
+    if (pins.files.count(name) == 0) {
+      return MismatchError(dir + "/" + name +
+                           ": this stage reads it, but the assignment gives no sha256 for it");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 uint64_t ResidentBytes() {
@@ -219,6 +235,7 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
     return InvalidError(dir + ": the assignment lists weight files of a sharded checkpoint, but " +
                         model.files.weights_path + " is a single file");
   }
+  if (by_parts) LOCKSTEP_RETURN_IF_ERROR(EveryReadFileIsPinned(*model.weights, pins, dir));
   if (!m.is_last && m.next_hop.empty()) return InvalidError("no next hop for a non-last stage");
   // The weights are hashed as they load; nothing is computed before the
   // digests are checked (here and by the coordinator from the Hello).

@@ -1,7 +1,8 @@
 // A worker of a sharded checkpoint opens and hashes only the files holding
 // its stage's tensors, each checked against the digest its assignment
 // carries: a damaged or missing file no stage of its reads changes
-// nothing, a damaged file of its own is refused naming that file.
+// nothing, a damaged file of its own is refused naming that file, and so
+// is a file of its own the assignment gives no digest for.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "engine/io/synthetic_model.h"
 #include "engine/ops/fp_env.h"
 #include "runtime_test_util.h"
+#include "worker/stage_host.h"
 
 namespace lockstep::testing {
 namespace {
@@ -133,6 +135,53 @@ TEST_F(WorkerWeightFiles, DamagedIndexIsRefusedNamingIt) {
   EXPECT_NE(r.status().message().find(std::string(kShardIndexFile) + ": sha256 expected"),
             std::string::npos)
       << r.status().ToString();
+}
+
+// What a worker's StageHost answers an Assign of worker kWorker's layers
+// whose digests are `files`: the message bound for the coordinator.
+wire::Message AnswerTo(const ModelInfo& info, std::vector<wire::WeightFile> files) {
+  wire::Assign a;
+  a.model_dir = info.files.dir;
+  a.expected_weights_sha256 = info.hashes.weights;
+  a.expected_config_sha256 = info.hashes.config;
+  a.expected_tokenizer_sha256 = info.hashes.tokenizer;
+  a.layer_lo = 2;
+  a.layer_hi = 4;
+  a.is_last = true;
+  a.worker_index = kWorker;
+  a.weight_files = std::move(files);
+  StageHost host("w", ComputeOptions{});
+  std::vector<Outgoing> out;
+  host.Handle(a, &out);
+  EXPECT_FALSE(out.empty());
+  Result<wire::Message> m = wire::ParseMessage(out.empty() ? wire::Frame{} : out.front().frame);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(*m) : wire::Message{wire::ErrorReport{}};
+}
+
+TEST_F(WorkerWeightFiles, OwnFileWithoutAnAssignedDigestIsRefusedNamingIt) {
+  auto info = InspectModelDir(*dir_, ModelPins{});
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  auto mine = StageWeightFiles(*info, StageSpec{2, 4, false, true});
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  std::vector<wire::WeightFile> all;
+  for (const FileDigest& f : *mine) all.push_back({f.file, f.sha256});
+  // Every digest given: the stage loads and says hello.
+  EXPECT_TRUE(std::holds_alternative<wire::Hello>(AnswerTo(*info, all)));
+  // Each file left out in turn, the index included: refused, naming it.
+  for (size_t skip = 0; skip < all.size(); ++skip) {
+    SCOPED_TRACE(all[skip].name);
+    std::vector<wire::WeightFile> some = all;
+    some.erase(some.begin() + static_cast<std::ptrdiff_t>(skip));
+    const wire::Message m = AnswerTo(*info, some);
+    const auto* e = std::get_if<wire::ErrorReport>(&m);
+    ASSERT_NE(e, nullptr) << wire::MessageName(m);
+    EXPECT_EQ(e->kind, ErrorKind::kMismatch) << e->message;
+    EXPECT_NE(e->message.find(all[skip].name + ": this stage reads it, but the assignment gives "
+                              "no sha256 for it"),
+              std::string::npos)
+        << e->message;
+  }
 }
 
 }  // namespace
