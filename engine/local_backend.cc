@@ -15,6 +15,15 @@ LocalBackend::LocalBackend(const Stage& stage, size_t reserve_positions)
 LocalBackend::LocalBackend(const Stage& stage, KvCache cache)
     : stage_(stage), cache_(std::move(cache)), scratch_(stage.NewScratch(1, cache_.size())) {}
 
+Result<StepOutcome> LocalBackend::FeedAndChoose(std::span<const uint32_t> tokens,
+                                                const StepContext& ctx) {
+  LOCKSTEP_RETURN_IF_ERROR(Feed(tokens, ctx.logits));
+  StepOutcome out;
+  const StepChoice choice{*ctx.logits, &ctx.sampling, ctx.step, ctx.chain, ctx.scratch, &out};
+  ChooseAndWitnessAll(std::span(&choice, 1), stage_.pool());
+  return out;
+}
+
 Status LocalBackend::Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) {
   if (tokens.empty()) return InvalidError("no tokens to feed");
   trace_.Clear();

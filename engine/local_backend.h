@@ -25,6 +25,9 @@ class LocalBackend final : public StepBackend {
   LocalBackend(const Stage& stage, KvCache cache);
 
   Status Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) override;
+  // Feed, then ChooseAndWitness with its two digests on the stage's pool.
+  Result<StepOutcome> FeedAndChoose(std::span<const uint32_t> tokens,
+                                    const StepContext& ctx) override;
   Status Evict(uint32_t from, uint32_t count) override;
   uint32_t CacheLength() const override { return static_cast<uint32_t>(cache_.size()); }
 

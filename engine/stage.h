@@ -78,6 +78,9 @@ class Stage {
   size_t vocab() const { return static_cast<size_t>(config_.vocab_size); }
   const ops::Kernels& kernels() const { return kernels_; }
   size_t threads() const { return pool_ == nullptr ? 1 : pool_->size(); }
+  // The pool this stage computes on (null: the calling thread only), for
+  // work that goes with its steps, such as choosing and hashing.
+  ops::ThreadPool* pool() const { return pool_; }
   // Weight bytes one decode step streams (see WeightBytesPerToken).
   size_t weight_bytes_per_token() const { return weight_bytes_; }
 

@@ -16,10 +16,25 @@ Digest LogitsSha256(std::span<const float> logits) {
 StepOutcome ChooseAndWitness(std::span<const float> logits, const SamplingParams& params,
                              uint32_t step, WitnessChain* chain, SamplingScratch* scratch) {
   StepOutcome out;
-  out.token = ChooseToken(logits, params, step, scratch);  // §11.2
-  chain->AddStep(logits, out.token);                       // §12.1 item 7
-  out.logits_sha256 = LogitsSha256(logits);
+  const StepChoice choice{logits, &params, step, chain, scratch, &out};
+  ChooseAndWitnessAll(std::span(&choice, 1), nullptr);
   return out;
+}
+
+void ChooseAndWitnessAll(std::span<const StepChoice> choices, ops::ThreadPool* pool) {
+  // Item 2i: choice i's token and chain fold; item 2i + 1: its logits hash.
+  // The two read the same logits and write different fields.
+  ops::ForEachChunk(pool, 2 * choices.size(), 1, [&](size_t b, size_t e, size_t) {
+    for (size_t item = b; item < e; ++item) {
+      const StepChoice& c = choices[item / 2];
+      if (item % 2 == 0) {
+        c.out->token = ChooseToken(c.logits, *c.params, c.step, c.scratch);  // §11.2
+        c.chain->AddStep(c.logits, c.out->token);                            // §12.1 item 7
+      } else {
+        c.out->logits_sha256 = LogitsSha256(c.logits);
+      }
+    }
+  });
 }
 
 }  // namespace lockstep

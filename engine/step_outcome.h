@@ -4,6 +4,9 @@
 // receipts record. Every path that holds a step's logits uses it: RunDecode
 // (through StepBackend), the server's scheduler and the last pipeline
 // stage, so the digests cannot depend on where a step was chosen.
+// ChooseAndWitnessAll does the same for several sessions' steps at once,
+// spreading the two SHA-256 passes over a pool (each digest is still one
+// stream fed in order on one thread), with the same results.
 // Thread-compatible (the chain and scratch belong to the caller).
 #pragma once
 
@@ -11,6 +14,7 @@
 #include <span>
 
 #include "base/sha256.h"
+#include "engine/ops/thread_pool.h"
 #include "engine/sampling.h"
 #include "engine/witness.h"
 
@@ -29,5 +33,23 @@ Digest LogitsSha256(std::span<const float> logits);
 // non-empty, a scratch when temperature > 0); chain not null.
 StepOutcome ChooseAndWitness(std::span<const float> logits, const SamplingParams& params,
                              uint32_t step, WitnessChain* chain, SamplingScratch* scratch);
+
+// One session's step for ChooseAndWitnessAll: ChooseAndWitness's arguments
+// and where its outcome goes. Distinct choices must not share a chain,
+// a scratch or an outcome.
+struct StepChoice {
+  std::span<const float> logits;
+  const SamplingParams* params = nullptr;
+  uint32_t step = 0;
+  WitnessChain* chain = nullptr;
+  SamplingScratch* scratch = nullptr;
+  StepOutcome* out = nullptr;
+};
+
+// ChooseAndWitness for every choice: the token and chain fold of a choice
+// on one thread, its logits hash on any thread of `pool` (null: all on the
+// caller). Every outcome and chain ends as calling ChooseAndWitness on the
+// choices one after another would leave it.
+void ChooseAndWitnessAll(std::span<const StepChoice> choices, ops::ThreadPool* pool);
 
 }  // namespace lockstep

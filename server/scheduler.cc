@@ -371,14 +371,18 @@ void Scheduler::Step() {
   logits_.resize(emitting.size() * vocab);
   if (!emitting.empty()) stage_->LogitsBatch(rows_, logits_, scratch_);
   metrics_.Step(batch.size(), std::chrono::duration<double>(Clock::now() - t0).count());
+  // Every session's choice and digests at once, on the stage's threads;
+  // then their effects (tokens out, retirements) in batch order.
+  outcomes_.resize(emitting.size());
+  choices_.clear();
   for (size_t i = 0; i < emitting.size(); ++i) {
-    OnLogits(*emitting[i], std::span<const float>(logits_.data() + i * vocab, vocab));
+    Session& s = *emitting[i];
+    choices_.push_back({std::span<const float>(logits_.data() + i * vocab, vocab), &s.spec.sampling,
+                        static_cast<uint32_t>(s.generated.size()), &*s.chain, &s.sampling,
+                        &outcomes_[i]});
   }
-}
-
-void Scheduler::OnLogits(Session& s, std::span<const float> logits) {
-  const uint32_t step = static_cast<uint32_t>(s.generated.size());
-  OnOutcome(s, ChooseAndWitness(logits, s.spec.sampling, step, &*s.chain, &s.sampling));
+  ChooseAndWitnessAll(choices_, stage_->pool());
+  for (size_t i = 0; i < emitting.size(); ++i) OnOutcome(*emitting[i], outcomes_[i]);
 }
 
 void Scheduler::OnOutcome(Session& s, const StepOutcome& o) {

@@ -40,6 +40,7 @@
 
 #include "coordinator/coordinator.h"
 #include "engine/stage.h"
+#include "engine/step_outcome.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/witness.h"
 #include "server/api_error.h"
@@ -94,7 +95,6 @@ class Scheduler {
   // The tokens `s` feeds this step (a prompt chunk within *budget, or its
   // last token); empty when the prefill budget is spent.
   std::span<const uint32_t> StepTokens(Session& s, size_t* budget);
-  void OnLogits(Session& s, std::span<const float> logits);
   // Records a chosen token (however it was chosen) and what follows it.
   void OnOutcome(Session& s, const StepOutcome& o);
   void Retire(Session& s, std::string reason, std::string error);
@@ -122,6 +122,8 @@ class Scheduler {
   PrefixCache<std::unique_ptr<RemoteSession>> remote_prefix_;  // on a cluster
   ForwardScratch scratch_;
   std::vector<float> rows_, logits_;
+  std::vector<StepChoice> choices_;  // the step's emitting sessions
+  std::vector<StepOutcome> outcomes_;
   std::thread thread_;
 };
 
