@@ -9,6 +9,7 @@
 #include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
 #include "engine/ops/packed_matrix.h"
+#include "engine/ops/thread_pool.h"
 
 namespace lockstep::ops {
 namespace {
@@ -40,6 +41,36 @@ void BM_MatmulPacked(benchmark::State& state, const Kernels* k) {
                                                benchmark::Counter::kIsRate);
 }
 
+// args: n_tok, panels per unit; threads = 2. A model-sized weight stream
+// (150 matrices of 1536x576 bf16, 265 MB, SmolLM2-135M's 269 MB per token)
+// split as Stage::MatMul splits it: units of panels claimed dynamically.
+// Shows whether the weight stream overlaps an n_tok-token GEMM.
+void BM_MatmulStream(benchmark::State& state, const Kernels* k) {
+  const size_t n_tok = static_cast<size_t>(state.range(0)), unit = static_cast<size_t>(state.range(1));
+  const size_t rows = 1536, cols = 576, count = 150;
+  static std::vector<PackedMatrix>* ws = [] {
+    auto* v = new std::vector<PackedMatrix>;
+    const std::vector<uint8_t> bytes = RandomBf16(1536 * 576);
+    for (size_t i = 0; i < 150; ++i) v->push_back(PackedMatrix::FromBf16Bytes(bytes, 1536, 576, WeightType::kBf16));
+    return v;
+  }();
+  static std::unique_ptr<ThreadPool> pool = std::move(ThreadPool::Create(2).value());
+  std::vector<float> x(n_tok * cols, 0.5f), y(n_tok * rows);
+  const size_t units = ((*ws)[0].panels() + unit - 1) / unit;
+  for (auto _ : state) {
+    for (size_t m = 0; m < count; ++m) {
+      const PackedMatrix& w = (*ws)[m];
+      ForEachChunk(pool.get(), units, 1, [&](size_t b, size_t e, size_t) {
+        for (size_t u = b; u < e; ++u) {
+          k->matmul_packed(w, u * unit, std::min((u + 1) * unit, w.panels()), x.data(), n_tok, y.data(), rows);
+        }
+      });
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * count * (*ws)[0].bytes()));
+}
+
 // args: n_keys; one kv head of SmolLM2 (head_dim 64) and its 3 query heads.
 void BM_Attend(benchmark::State& state, const Kernels* k) {
   const size_t n_keys = static_cast<size_t>(state.range(0)), hd = 64, g = 3;
@@ -62,6 +93,10 @@ void Register() {
       m->Args({576, 576, 1, bf16})->Args({1536, 576, 1, bf16})->Args({576, 1536, 1, bf16})
           ->Args({49152, 576, 1, bf16})->Args({49152, 576, 8, bf16});
       if (isa != "scalar") m->Args({1536, 576, 8, bf16})->Args({1536, 576, 128, bf16});
+    }
+    if (isa != "scalar") {
+      benchmark::RegisterBenchmark(("MatmulStream/" + isa).c_str(), BM_MatmulStream, k)
+          ->Args({1, 2})->Args({8, 1})->Args({8, 2})->Args({8, 4})->UseRealTime();
     }
     benchmark::RegisterBenchmark(("Attend/" + isa).c_str(), BM_Attend, k)->Arg(16)->Arg(132)->Arg(512)->Arg(2048);
   }
