@@ -18,10 +18,8 @@ LocalBackend::LocalBackend(const Stage& stage, KvCache cache)
 Result<StepOutcome> LocalBackend::FeedAndChoose(std::span<const uint32_t> tokens,
                                                 const StepContext& ctx) {
   LOCKSTEP_RETURN_IF_ERROR(Feed(tokens, ctx.logits));
-  StepOutcome out;
-  const StepChoice choice{*ctx.logits, &ctx.sampling, ctx.step, ctx.chain, ctx.scratch, &out};
-  ChooseAndWitnessAll(std::span(&choice, 1), stage_.pool());
-  return out;
+  return ChooseAndWitness(*ctx.logits, ctx.sampling, ctx.step, ctx.chain, ctx.scratch,
+                          stage_.pool());
 }
 
 Status LocalBackend::Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) {

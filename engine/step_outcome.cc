@@ -14,10 +14,11 @@ Digest LogitsSha256(std::span<const float> logits) {
 }
 
 StepOutcome ChooseAndWitness(std::span<const float> logits, const SamplingParams& params,
-                             uint32_t step, WitnessChain* chain, SamplingScratch* scratch) {
+                             uint32_t step, WitnessChain* chain, SamplingScratch* scratch,
+                             ops::ThreadPool* pool) {
   StepOutcome out;
   const StepChoice choice{logits, &params, step, chain, scratch, &out};
-  ChooseAndWitnessAll(std::span(&choice, 1), nullptr);
+  ChooseAndWitnessAll(std::span(&choice, 1), pool);
   return out;
 }
 

@@ -29,10 +29,12 @@ struct StepOutcome {
 Digest LogitsSha256(std::span<const float> logits);
 
 // Chooses step `step`'s token, folds logits || token into *chain and
-// hashes the logits. REQUIRES: as ChooseToken (valid params, logits
-// non-empty, a scratch when temperature > 0); chain not null.
+// hashes the logits, the hash on another thread of `pool` if one is free
+// (null: all on the caller). REQUIRES: as ChooseToken (valid params,
+// logits non-empty, a scratch when temperature > 0); chain not null.
 StepOutcome ChooseAndWitness(std::span<const float> logits, const SamplingParams& params,
-                             uint32_t step, WitnessChain* chain, SamplingScratch* scratch);
+                             uint32_t step, WitnessChain* chain, SamplingScratch* scratch,
+                             ops::ThreadPool* pool = nullptr);
 
 // One session's step for ChooseAndWitnessAll: ChooseAndWitness's arguments
 // and where its outcome goes. Distinct choices must not share a chain,

@@ -584,7 +584,8 @@ void StageHost::EmitOutcome(const Input& in, std::span<const float> logits,
     Result<WitnessChain> chain = WitnessChain::Resume(h.chain_state);
     if (!chain.ok()) return FailSession(in.session_id, chain.status(), out);
     const StepOutcome o =
-        ChooseAndWitness(logits, in.session->sampling, h.decode_step, &*chain, &sampling_);
+        ChooseAndWitness(logits, in.session->sampling, h.decode_step, &*chain, &sampling_,
+                         stage_->pool());
     const wire::StepResult r{in.session_id, in.step,        o.token,
                              o.logits_sha256, chain->Export(), TraceOf(in)};
     out->push_back(Outgoing{Outgoing::To::kCoordinator, TakeFrame(), "", "", true, in.session_id,
