@@ -494,12 +494,9 @@ void StageHost::HandleDecodeBatch(std::span<const wire::Message* const> messages
     stage_->LogitsBatch(std::span<const float>(batch_hidden_.data(), rows * h),
                         std::span<float>(batch_logits_.data(), rows * v), scratch_);
   }
+  if (assign_.is_last) return EmitOutcomes(std::span<const float>(batch_logits_.data(), rows * v), out);
   for (size_t i = 0; i < rows; ++i) {
-    if (assign_.is_last) {
-      EmitOutcome(batch_inputs_[i], std::span<const float>(batch_logits_.data() + i * v, v), out);
-    } else {
-      EmitHidden(batch_inputs_[i], std::span<const float>(batch_hidden_.data() + i * h, h), out);
-    }
+    EmitHidden(batch_inputs_[i], std::span<const float>(batch_hidden_.data() + i * h, h), out);
   }
 }
 
@@ -586,19 +583,50 @@ void StageHost::EmitOutcome(const Input& in, std::span<const float> logits,
     const StepOutcome o =
         ChooseAndWitness(logits, in.session->sampling, h.decode_step, &*chain, &sampling_,
                          stage_->pool());
-    const wire::StepResult r{in.session_id, in.step,        o.token,
-                             o.logits_sha256, chain->Export(), TraceOf(in)};
-    out->push_back(Outgoing{Outgoing::To::kCoordinator, TakeFrame(), "", "", true, in.session_id,
-                            in.step});
-    wire::MarshalStepResult(r, &out->back().frame);
-    timeline::Mark(timeline::Event::kComputeEnd, assign_.worker_index, in.session_id, in.step);
-    return;
+    return SendStepResult(in, o, *chain, out);
   }
   wire::Logits msg{in.session_id, in.step, static_cast<uint32_t>(logits.size()),
                    std::vector<float>(logits.begin(), logits.end()), TraceOf(in)};
   out->push_back(Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(msg), "", "", true,
                           in.session_id, in.step});
   timeline::Mark(timeline::Event::kComputeEnd, assign_.worker_index, in.session_id, in.step);
+}
+
+void StageHost::SendStepResult(const Input& in, const StepOutcome& o, const WitnessChain& chain,
+                               std::vector<Outgoing>* out) {
+  const wire::StepResult r{in.session_id,   in.step,        o.token,
+                           o.logits_sha256, chain.Export(), TraceOf(in)};
+  out->push_back(Outgoing{Outgoing::To::kCoordinator, TakeFrame(), "", "", true, in.session_id,
+                          in.step});
+  wire::MarshalStepResult(r, &out->back().frame);
+  timeline::Mark(timeline::Event::kComputeEnd, assign_.worker_index, in.session_id, in.step);
+}
+
+void StageHost::EmitOutcomes(std::span<const float> logits, std::vector<Outgoing>* out) {
+  const size_t rows = batch_inputs_.size(), v = stage_->vocab();
+  if (row_sampling_.size() < rows) row_sampling_.resize(rows);
+  row_chains_.clear();
+  row_chains_.resize(rows);
+  row_outcomes_.assign(rows, StepOutcome{});
+  row_choices_.clear();
+  for (size_t i = 0; i < rows; ++i) {  // the rows whose token is chosen here
+    const Input& in = batch_inputs_[i];
+    if (in.no_output || in.handoff == nullptr || !in.handoff->has_value()) continue;
+    const wire::ChainHandoff& h = **in.handoff;
+    Result<WitnessChain> chain = WitnessChain::Resume(h.chain_state);
+    if (!chain.ok()) continue;  // EmitOutcome below fails the session
+    row_chains_[i].emplace(std::move(*chain));
+    row_choices_.push_back({logits.subspan(i * v, v), &in.session->sampling, h.decode_step,
+                            &*row_chains_[i], &row_sampling_[i], &row_outcomes_[i]});
+  }
+  ChooseAndWitnessAll(row_choices_, stage_->pool());
+  for (size_t i = 0; i < rows; ++i) {
+    if (row_chains_[i]) {
+      SendStepResult(batch_inputs_[i], row_outcomes_[i], *row_chains_[i], out);
+    } else {
+      EmitOutcome(batch_inputs_[i], logits.subspan(i * v, v), out);
+    }
+  }
 }
 
 void StageHost::EmitHidden(const Input& in, std::span<const float> rows,

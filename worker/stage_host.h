@@ -41,6 +41,7 @@
 #include "engine/ops/kernels.h"
 #include "engine/sampling.h"
 #include "engine/stage.h"
+#include "engine/step_outcome.h"
 #include "wire/frame_pool.h"
 #include "wire/messages.h"
 
@@ -178,6 +179,11 @@ class StageHost {
   // What a step sends on: its StepResult (with a handoff) or its logits to
   // the coordinator (last stage), or its rows [n][hidden] to the next stage.
   void EmitOutcome(const Input& in, std::span<const float> logits, std::vector<Outgoing>* out);
+  // EmitOutcome for every row of batch_inputs_ (logits [rows][vocab]), the
+  // rows' choices and digests chosen at once on the stage's pool.
+  void EmitOutcomes(std::span<const float> logits, std::vector<Outgoing>* out);
+  void SendStepResult(const Input& in, const StepOutcome& o, const WitnessChain& chain,
+                      std::vector<Outgoing>* out);
   void EmitHidden(const Input& in, std::span<const float> rows, std::vector<Outgoing>* out);
   // A pooled frame to marshal a step's output into (empty without a pool).
   wire::Frame TakeFrame();
@@ -210,6 +216,11 @@ class StageHost {
   std::vector<float> batch_hidden_;      // [max_batch][hidden], sized when assigned
   std::vector<float> batch_logits_;      // [max_batch][vocab], last stage only
   SamplingScratch sampling_;             // last stage: ChooseToken's buffers
+  // Last stage, batched steps: one per row, for EmitOutcomes.
+  std::vector<SamplingScratch> row_sampling_;
+  std::vector<std::optional<WitnessChain>> row_chains_;
+  std::vector<StepOutcome> row_outcomes_;
+  std::vector<StepChoice> row_choices_;
   wire::HiddenFrame out_hidden_;         // EmitHidden's frame, reused step to step
   wire::FramePool* frame_pool_ = nullptr;
   uint64_t batched_steps_ = 0;

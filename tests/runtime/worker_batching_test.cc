@@ -20,22 +20,30 @@ class WorkerBatching : public ::testing::Test {
 };
 std::string* WorkerBatching::model_ = nullptr;
 
-DecodeRequest Request(uint32_t seed) {
+DecodeRequest Request(uint32_t seed, bool sampled = false) {
   DecodeRequest r;
   for (uint32_t i = 0; i < 2 + seed % 5; ++i) r.prompt.push_back((seed * 53 + i * 97) % 512);
   r.gen = 10;
   if (seed % 3 == 1) r.evictions = {{0, 1, 2}};
+  if (sampled && seed % 2 == 1) {  // odd sessions sample, even ones stay greedy
+    r.sampling.temperature = 0.8f;
+    r.sampling.top_p = 0.9f;
+    r.sampling.seed = 100 + seed;
+  }
   return r;
 }
 
 // Runs kSessions sessions at once on a cluster cut as `plan`; each must
 // equal its monolithic run. Returns the rows the workers ran batched.
+// threads: each worker's compute threads; sampled: odd sessions sample.
 uint64_t RunConcurrent(const std::string& model, std::vector<LayerRange> plan, size_t max_batch,
-                       std::chrono::milliseconds window) {
+                       std::chrono::milliseconds window, size_t threads = 1,
+                       bool sampled = false) {
   constexpr int kSessions = 6;
   InProcCluster cluster(plan.size(), [&](size_t, WorkerOptions& o) {
     o.max_batch = max_batch;
     o.batch_window_for_testing = window;
+    o.compute.threads = threads;
   });
   uint64_t rows = 0;
   {
@@ -48,12 +56,14 @@ uint64_t RunConcurrent(const std::string& model, std::vector<LayerRange> plan, s
     for (int s = 0; s < kSessions; ++s) {
       threads.emplace_back([&, s] {
         if (!ops::PinFpEnvironment().ok()) return;  // argmax reads floats here
-        auto session = (*c)->OpenSession(s == 2 ? std::optional<int>(4) : std::nullopt);
+        const DecodeRequest req = Request(s, sampled);
+        auto session = (*c)->OpenSession(s == 2 ? std::optional<int>(4) : std::nullopt,
+                                         req.sampling);
         if (!session.ok()) {
           got[s] = session.status();
           return;
         }
-        got[s] = RunDecode(**session, Request(s), (*c)->seed());
+        got[s] = RunDecode(**session, req, (*c)->seed());
       });
     }
     for (auto& t : threads) t.join();
@@ -61,8 +71,8 @@ uint64_t RunConcurrent(const std::string& model, std::vector<LayerRange> plan, s
       SCOPED_TRACE("session " + std::to_string(s));
       EXPECT_TRUE(got[s].ok()) << got[s].status().ToString();
       if (!got[s].ok()) continue;
-      ExpectSameDecode(*got[s], s == 2 ? Monolithic(model, Request(s), 4)
-                                       : Monolithic(model, Request(s)));
+      ExpectSameDecode(*got[s], s == 2 ? Monolithic(model, Request(s, sampled), 4)
+                                       : Monolithic(model, Request(s, sampled)));
     }
   }
   for (size_t i = 0; i < plan.size(); ++i) {
@@ -79,6 +89,14 @@ TEST_F(WorkerBatching, ConcurrentSessionsBatchAndEqualTheirSoloRuns) {
   // batches of several rows happen whatever the scheduling.
   const uint64_t rows =
       RunConcurrent(*model_, {{0, 1}, {1, 3}, {3, 4}}, 16, std::chrono::milliseconds(40));
+  EXPECT_GT(rows, 0u);
+}
+
+TEST_F(WorkerBatching, SampledSessionsOnTwoThreadWorkersEqualTheirSoloRuns) {
+  // The last stage chooses a batch's tokens and hashes their logits on its
+  // pool; greedy and sampled rows share that pass.
+  const uint64_t rows = RunConcurrent(*model_, {{0, 2}, {2, 4}}, 16,
+                                      std::chrono::milliseconds(40), 2, /*sampled=*/true);
   EXPECT_GT(rows, 0u);
 }
 
