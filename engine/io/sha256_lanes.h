@@ -1,0 +1,42 @@
+// UpdateLanes: several independent SHA-256 streams fed in one call, each
+// ending in exactly the state it would reach fed alone (Sha256Stream), so
+// every digest is plain SHA-256 of its own bytes.
+//
+// Why: one SHA-256 stream is a chain of dependent rounds, so a core hashing
+// one file leaves most of its vector units idle. Where this CPU has
+// AVX-512VL and no SHA extensions, the whole 64-byte blocks that two to
+// four streams hold at once are compressed together, one stream per 32-bit
+// lane (Sha256BlocksX4), which costs about what one stream alone costs
+// through OpenSSL. Everything else (a single stream, the bytes completing a
+// pending partial block, the tail of each call, CPUs with the SHA
+// extensions, where OpenSSL alone is faster) goes through Sha256Stream.
+//
+// Thread-safe for distinct streams; a stream must not be shared by calls
+// running at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "base/sha256.h"
+
+namespace lockstep {
+
+inline constexpr size_t kSha256Lanes = 4;
+
+// Feeds bytes[i] to *streams[i]. REQUIRES streams.size() == bytes.size()
+// <= kSha256Lanes, distinct streams.
+void UpdateLanes(std::span<Sha256Stream* const> streams,
+                 std::span<const std::span<const uint8_t>> bytes);
+
+// Whether UpdateLanes compresses streams together on this CPU.
+bool Sha256LanesVectorized();
+
+// The compression kernel, for its bit-equality test: h[l] is lane l's
+// chaining value (FIPS 180-4 H0..H7), advanced over n whole blocks at
+// blocks[l] (64 * n bytes each). REQUIRES Sha256LanesVectorized().
+void Sha256BlocksX4(uint32_t h[kSha256Lanes][8], const uint8_t* const blocks[kSha256Lanes],
+                    size_t n);
+
+}  // namespace lockstep
