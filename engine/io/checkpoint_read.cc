@@ -3,13 +3,14 @@
 //
 // Each file is cut into pieces of at most kPieceBytes: runs of whole units
 // of one sink's tensor, and the bytes no sink wants (the header, tensors
-// another stage uses), which are only hashed. A thread that finds a file no
-// one is reading and a free buffer becomes that file's reader for one piece:
-// it reads the piece and feeds it to the file's hash, so each file's hash
-// sees its bytes in order; a piece with a sink is then queued, and any
-// thread with nothing to read hands queued pieces to their sinks. Buffers
-// are bounded, so a reader that runs ahead of the sinks turns to feeding
-// them instead.
+// another stage uses), which are only hashed. A thread that finds files no
+// one is reading, and a free buffer for each, becomes their reader for one
+// piece of each, up to kSha256Lanes files at once: it reads the pieces and
+// feeds them to the files' hashes together (UpdateLanes, which compresses
+// several streams for about the cost of one), so each file's hash sees its
+// bytes in order; a piece with a sink is then queued, and any thread with
+// nothing to read hands queued pieces to their sinks. Buffers are bounded,
+// so a reader that runs ahead of the sinks turns to feeding them instead.
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include "engine/io/checkpoint.h"
+#include "engine/io/sha256_lanes.h"
 
 namespace lockstep {
 namespace {
@@ -83,15 +85,15 @@ struct Buffer {
 class ReadPass {
  public:
   ReadPass(std::vector<FileStream>& files, size_t threads)
-      : files_(files), max_buffers_(2 * threads + 1) {}
+      : files_(files), max_buffers_(2 * threads + 2 * kSha256Lanes) {}
 
   // Runs until every piece is read and consumed, or an error.
   void Work() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       if (!error_.ok()) return;
-      if (FileStream* f = FileToRead()) {
-        ReadOne(*f, lock);
+      if (std::vector<FileStream*> read = FilesToRead(); !read.empty()) {
+        ReadSome(read, lock);
       } else if (!ready_.empty()) {
         ConsumeOne(lock);
       } else if (AllRead()) {
@@ -110,12 +112,16 @@ class ReadPass {
     Buffer buffer;
   };
 
-  FileStream* FileToRead() {
-    if (free_.empty() && buffers_ >= max_buffers_) return nullptr;
+  // The files to read a piece of now: every one no one is reading, up to
+  // kSha256Lanes, or none while there are not buffers for all of them (so
+  // their hashes advance together, and the sinks drain the queue).
+  std::vector<FileStream*> FilesToRead() {
+    std::vector<FileStream*> out;
     for (FileStream& f : files_) {
-      if (!f.busy && f.next < f.pieces.size()) return &f;
+      if (out.size() < kSha256Lanes && !f.busy && f.next < f.pieces.size()) out.push_back(&f);
     }
-    return nullptr;
+    if (free_.size() + (max_buffers_ - buffers_) < out.size()) out.clear();
+    return out;
   }
 
   bool AllRead() const {
@@ -134,26 +140,45 @@ class ReadPass {
     return b;
   }
 
-  void ReadOne(FileStream& f, std::unique_lock<std::mutex>& lock) {
-    const Piece& p = f.pieces[f.next++];
-    const bool last = f.next == f.pieces.size();
-    f.busy = true;
-    Buffer buf = TakeBuffer();
+  void ReadSome(const std::vector<FileStream*>& files, std::unique_lock<std::mutex>& lock) {
+    struct Job {
+      FileStream* f;
+      const Piece* piece;
+      bool last;
+      Buffer buf;
+      Status st;
+    };
+    std::vector<Job> jobs;
+    for (FileStream* f : files) {
+      const Piece& p = f->pieces[f->next++];
+      f->busy = true;
+      jobs.push_back({f, &p, f->next == f->pieces.size(), TakeBuffer(), Status::Ok()});
+    }
     lock.unlock();
-    const std::span<uint8_t> bytes = buf.Hold(p.size);
-    Status st = f.file->ReadRange(p.offset, bytes);
-    if (st.ok()) {
-      f.sha.Update(bytes);
-      if (last) f.digest = f.sha.Finalize();
+    std::vector<Sha256Stream*> streams;
+    std::vector<std::span<const uint8_t>> bytes;
+    for (Job& j : jobs) {
+      const std::span<uint8_t> b = j.buf.Hold(j.piece->size);
+      j.st = j.f->file->ReadRange(j.piece->offset, b);
+      if (!j.st.ok()) continue;
+      streams.push_back(&j.f->sha);
+      bytes.push_back(b);
+    }
+    UpdateLanes(streams, bytes);
+    for (Job& j : jobs) {
+      if (j.st.ok() && j.last) j.f->digest = j.f->sha.Finalize();
     }
     lock.lock();
-    f.busy = false;
-    if (!st.ok()) {
-      if (error_.ok()) error_ = st;
-    } else if (p.sink != nullptr) {
-      ready_.push_back({&p, std::move(buf)});
-    } else {
-      free_.push_back(std::move(buf));
+    for (Job& j : jobs) {
+      j.f->busy = false;
+      if (!j.st.ok()) {
+        if (error_.ok()) error_ = j.st;
+        free_.push_back(std::move(j.buf));
+      } else if (j.piece->sink != nullptr) {
+        ready_.push_back({j.piece, std::move(j.buf)});
+      } else {
+        free_.push_back(std::move(j.buf));
+      }
     }
     cv_.notify_all();
   }
