@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "engine/ops/pack_bf16.h"
 #include "engine/ops/thread_pool.h"
 
 namespace lockstep::ops {
@@ -86,25 +87,41 @@ PackedMatrix PackedMatrix::Allocated(size_t rows, size_t cols, WeightType type) 
 
 void PackedMatrix::PackBf16Rows(size_t r0, std::span<const uint8_t> bytes, ThreadPool* pool) {
   const size_t n = cols_ == 0 ? 0 : bytes.size() / (2 * cols_);
-  // Row by row within a panel: sequential reads, and the panel being
-  // written (cols * kPanelRows elements) stays in cache.
   ForEachChunk(pool, n, kPanelRows * 8, [&](size_t b, size_t e, size_t) {
-    for (size_t i = b; i < e; ++i) {
+    if (type_ == WeightType::kBf16) {
+      PackBf16Range(r0 + b, bytes.data() + 2 * b * cols_, e - b);
+      return;
+    }
+    for (size_t i = b; i < e; ++i) {  // widened: row by row, as below
       const uint8_t* src = bytes.data() + 2 * i * cols_;
-      const size_t r = r0 + i;
-      if (type_ == WeightType::kBf16) {
-        uint16_t* dst = reinterpret_cast<uint16_t*>(data_.get()) + Index(r, 0);
-        for (size_t k = 0; k < cols_; ++k) std::memcpy(dst + k * kPanelRows, src + 2 * k, 2);
-      } else {
-        uint32_t* dst = reinterpret_cast<uint32_t*>(data_.get()) + Index(r, 0);
-        for (size_t k = 0; k < cols_; ++k) {
-          uint16_t v;
-          std::memcpy(&v, src + 2 * k, 2);
-          dst[k * kPanelRows] = WidenBits(v);
-        }
+      uint32_t* dst = reinterpret_cast<uint32_t*>(data_.get()) + Index(r0 + i, 0);
+      for (size_t k = 0; k < cols_; ++k) {
+        uint16_t v;
+        std::memcpy(&v, src + 2 * k, 2);
+        dst[k * kPanelRows] = WidenBits(v);
       }
     }
   });
+}
+
+// Whole panels through the panel packer (a register transpose where the
+// CPU has one); rows of a panel only partly in [r, r + n) row by row:
+// sequential reads, and the panel being written stays in cache.
+void PackedMatrix::PackBf16Range(size_t r, const uint8_t* src, size_t n) {
+  const PackBf16PanelFn pack_panel = BestPackBf16Panel();
+  uint16_t* const base = reinterpret_cast<uint16_t*>(data_.get());
+  const size_t row_bytes = 2 * cols_;
+  for (size_t i = 0; i < n;) {
+    if ((r + i) % kPanelRows == 0 && n - i >= kPanelRows) {
+      pack_panel(src + i * row_bytes, row_bytes, cols_, base + Index(r + i, 0));
+      i += kPanelRows;
+      continue;
+    }
+    uint16_t* dst = base + Index(r + i, 0);
+    const uint8_t* row = src + i * row_bytes;
+    for (size_t k = 0; k < cols_; ++k) std::memcpy(dst + k * kPanelRows, row + 2 * k, 2);
+    ++i;
+  }
 }
 
 float PackedMatrix::At(size_t r, size_t k) const {

@@ -94,6 +94,8 @@ class PackedMatrix {
     void operator()(uint8_t* p) const;
   };
   void Allocate(size_t rows, size_t cols, WeightType type);
+  // Rows [r, r + n) of a kBf16 matrix from n row-major rows at src.
+  void PackBf16Range(size_t r, const uint8_t* src, size_t n);
   size_t Index(size_t r, size_t k) const {
     const size_t i = r % kPanelRows;
     return (r / kPanelRows) * kPanelRows * cols_ + k * kPanelRows +
