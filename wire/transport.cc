@@ -56,8 +56,7 @@ Status WaitReadable(zmq::socket_ref socket, Clock::time_point deadline) {
   }
 }
 
-// Reads every part of the next message. REQUIRES: socket is readable.
-// Returns an empty vector if the readiness was spurious.
+// Reads every part of the next message; an empty vector if none is queued.
 std::vector<zmq::message_t> ReadParts(zmq::socket_ref socket) {
   std::vector<zmq::message_t> parts;
   zmq::message_t part;
@@ -78,14 +77,17 @@ Result<std::vector<zmq::message_t>> ReceiveParts(zmq::socket_ref socket,
   const auto deadline = Clock::now() + timeout;
   try {
     for (;;) {
-      Status waited = WaitReadable(socket, deadline);
+      // A caller that polled first finds the message queued: it is read
+      // without polling again (and a drained socket costs one call).
+      std::vector<zmq::message_t> parts = ReadParts(socket);
+      if (!parts.empty()) return parts;
+      Status waited = timeout.count() > 0 ? WaitReadable(socket, deadline)
+                                          : TimeoutError("no message");
       if (!waited.ok()) {
         if (waited.kind() != ErrorKind::kTimeout) return waited;
         return TimeoutError("no message within " + std::to_string(timeout.count()) +
                             " ms");
       }
-      std::vector<zmq::message_t> parts = ReadParts(socket);
-      if (!parts.empty()) return parts;
     }
   } catch (const zmq::error_t& e) {
     return FromZmqError(e.num(), "receive");
