@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <deque>
 #include <iostream>
 
 #include "base/step_timeline.h"
@@ -14,6 +15,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 constexpr milliseconds kMaxPoll{100};
+// The I/O thread takes the loop back when no session thread has run it for
+// this long (and at once when another request is outstanding): a session
+// that decodes step after step keeps it, heartbeats are at most this late.
+constexpr milliseconds kHandBack{20};
 constexpr int kMaxReceivesPerWake = 64;
 
 std::string Ms(milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
@@ -37,6 +42,11 @@ Coordinator::Coordinator(zmq::context_t& context, ClusterConfig config)
 
 Coordinator::~Coordinator() {
   if (io_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(drive_mu_);
+      stop_requested_ = true;
+    }
+    drive_cv_.notify_all();
     inbox_.Push(Command{Command::Kind::kStop, 0, 0, false, {}, nullptr});
     io_.join();
   }
@@ -332,31 +342,129 @@ milliseconds Coordinator::NextWake(Clock::time_point now) const {
   return std::max(milliseconds(0), std::chrono::ceil<milliseconds>(next - now));
 }
 
+// ---- who runs the loop ------------------------------------------------------------
+
 void Coordinator::IoMain() {
-  std::vector<zmq_pollitem_t> items(links_.size() + 1);
   for (;;) {
-    const size_t n = links_.size();
-    for (size_t k = 0; k < n; ++k) items[k] = {links_[k].client.socket().handle(), 0, ZMQ_POLLIN, 0};
-    items[n] = {nullptr, inbox_.fd(), ZMQ_POLLIN, 0};
-    const int rc = zmq_poll(items.data(), static_cast<int>(n + 1), NextWake(Clock::now()).count());
-    if (rc < 0 && zmq_errno() == ETERM) {
-      FailAll(DisconnectedError("coordinator: zmq context terminated"));
-      return;
-    }
-    for (size_t k = 0; k < n; ++k) {
-      if (rc > 0 && (items[k].revents & ZMQ_POLLIN)) ReceiveFrom(k);
-    }
-    if (rc > 0 && (items[n].revents & ZMQ_POLLIN)) {
-      for (Command& c : inbox_.Drain()) {
-        if (c.kind == Command::Kind::kStop) {
-          FailAll(DisconnectedError("coordinator stopped"));
-          return;
-        }
-        OnCommand(c);
+    TakeLoopForIoThread();
+    for (;;) {
+      if (stopped_ || !Turn(NextWake(Clock::now()))) {
+        std::lock_guard<std::mutex> lock(drive_mu_);
+        driver_ = Driver::kNone;
+        return;
       }
+      if (Outstanding()) continue;
+      // Nothing to see through: the next session thread to wait for a
+      // reply may run the loop itself. Decided under drive_mu_, so a
+      // session thread either finds the loop free or is counted waiting.
+      std::lock_guard<std::mutex> lock(drive_mu_);
+      if (waiting_ > 0) continue;
+      driver_ = Driver::kNone;
+      released_at_ = Clock::now();
+      break;
     }
-    Tick(Clock::now());
   }
+}
+
+void Coordinator::TakeLoopForIoThread() {
+  std::unique_lock<std::mutex> lock(drive_mu_);
+  for (;;) {
+    const auto now = Clock::now();
+    if (driver_ == Driver::kNone &&
+        (hand_back_now_ || stop_requested_ || now >= released_at_ + kHandBack)) {
+      break;
+    }
+    // While a session thread runs the loop, look again every kHandBack:
+    // it lets go without a wake-up unless others need the loop at once.
+    drive_cv_.wait_until(lock, (driver_ == Driver::kNone ? released_at_ : now) + kHandBack);
+  }
+  driver_ = Driver::kIoThread;
+  hand_back_now_ = false;
+}
+
+bool Coordinator::Outstanding() const {
+  return !pending_.empty() || recovery_.has_value() || !deferred_.empty();
+}
+
+Coordinator::ReplyResult Coordinator::Await(std::future<ReplyResult> reply, uint64_t session,
+                                            uint32_t step) {
+  const auto until = Clock::now() + wait_bound();
+  bool drive = false;
+  {
+    std::lock_guard<std::mutex> lock(drive_mu_);
+    drive = driver_ == Driver::kNone && !stop_requested_;
+    if (drive) driver_ = Driver::kSession;
+    else ++waiting_;
+  }
+  if (drive) {
+    while (!stopped_ && reply.wait_for(milliseconds(0)) != std::future_status::ready) {
+      const auto now = Clock::now();
+      if (now >= until) break;
+      const auto left = std::chrono::ceil<milliseconds>(until - now);
+      (void)Turn(std::min(NextWake(now), left), &reply);
+    }
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(drive_mu_);
+      driver_ = Driver::kNone;
+      released_at_ = Clock::now();
+      hand_back_now_ = wake = Outstanding() || waiting_ > 0 || stopped_;
+    }
+    if (wake) drive_cv_.notify_all();
+  } else {
+    (void)reply.wait_until(until);
+    std::lock_guard<std::mutex> lock(drive_mu_);
+    --waiting_;
+  }
+  if (reply.wait_for(milliseconds(0)) != std::future_status::ready) {
+    return TimeoutError("session " + std::to_string(session) + " step " + std::to_string(step) +
+                        ": the coordinator did not answer within " +
+                        std::to_string(wait_bound().count()) + " ms");
+  }
+  return reply.get();
+}
+
+// ---- the I/O loop (whichever thread runs it) ------------------------------------
+
+namespace {
+bool Ready(const std::future<Coordinator::ReplyResult>* f) {
+  return f != nullptr && f->wait_for(milliseconds(0)) == std::future_status::ready;
+}
+}  // namespace
+
+bool Coordinator::Turn(milliseconds wait, const std::future<ReplyResult>* awaited) {
+  const size_t n = links_.size();
+  items_.resize(n + 1);
+  for (size_t k = 0; k < n; ++k) items_[k] = {links_[k].client.socket().handle(), 0, ZMQ_POLLIN, 0};
+  items_[n] = {nullptr, inbox_.fd(), ZMQ_POLLIN, 0};
+  const int rc = zmq_poll(items_.data(), static_cast<int>(n + 1), wait.count());
+  if (rc < 0 && zmq_errno() == ETERM) {
+    FailAll(DisconnectedError("coordinator: zmq context terminated"));
+    stopped_ = true;
+    return false;
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (rc > 0 && (items_[k].revents & ZMQ_POLLIN)) ReceiveFrom(k, awaited);
+    if (Ready(awaited)) return true;  // the inbox and the timers at the next turn
+  }
+  if (rc > 0 && (items_[n].revents & ZMQ_POLLIN)) {
+    std::deque<Command> commands = inbox_.Drain();
+    for (size_t i = 0; i < commands.size(); ++i) {
+      if (commands[i].kind != Command::Kind::kStop) {
+        OnCommand(commands[i]);
+        continue;
+      }
+      const Status st = DisconnectedError("coordinator stopped");
+      FailAll(st);
+      for (size_t j = i + 1; j < commands.size(); ++j) {  // never sent: fail them too
+        if (commands[j].promise) commands[j].promise->set_value(st);
+      }
+      stopped_ = true;
+      return false;
+    }
+  }
+  Tick(Clock::now());
+  return true;
 }
 
 void Coordinator::OnCommand(Command& c) {
@@ -393,8 +501,8 @@ void Coordinator::OnCommand(Command& c) {
   }
 }
 
-void Coordinator::ReceiveFrom(size_t k) {
-  for (int i = 0; i < kMaxReceivesPerWake; ++i) {
+void Coordinator::ReceiveFrom(size_t k, const std::future<ReplyResult>* awaited) {
+  for (int i = 0; i < kMaxReceivesPerWake && !Ready(awaited); ++i) {
     Result<wire::Incoming> in = links_[k].client.Receive(milliseconds(0));
     if (!in.ok()) return;
     links_[k].liveness.OnReceived(Clock::now());

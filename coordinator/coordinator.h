@@ -8,9 +8,15 @@
 // that, sessions (RemoteSession, a StepBackend) can run RunDecode from any
 // number of threads at once; their steps overlap across stages.
 //
-// Threads: one I/O thread owns every socket (a DEALER per worker) and
-// sends heartbeats; session threads hand it commands through a Mailbox and
-// wait on futures. A request unanswered for request_timeout fails with
+// Threads: one thread at a time runs the I/O loop, which owns every socket
+// (a DEALER per worker), sends heartbeats and checks liveness; session
+// threads hand it commands through a Mailbox and wait on futures. A session
+// thread that waits for its step's reply while no other thread runs the
+// loop runs it itself until the reply is there (replies awaited inline,
+// docs/runtime.md): one session's step then crosses no thread handoff in
+// the coordinator. The I/O thread runs it otherwise: at once when another
+// session's request is outstanding, else once no session thread has run it
+// for kHandBack. A request unanswered for request_timeout fails with
 // Timeout. Nothing waits unboundedly.
 //
 // Recovery (docs/deployment.md): a worker silent for heartbeat * liveness
@@ -138,6 +144,10 @@ class Coordinator {
   // Sends `frame` to the first stage (session control, forwarded down the
   // pipeline in order). release: forget the session's pending errors.
   void Post(uint64_t session, wire::Frame frame, bool release);
+  // Waits up to wait_bound() for a Request's reply, running the I/O loop on
+  // the calling thread meanwhile if no other thread runs it. Timeout naming
+  // (session, step) if the reply did not come.
+  ReplyResult Await(std::future<ReplyResult> reply, uint64_t session, uint32_t step);
   uint64_t NewSessionId() { return next_session_.fetch_add(1); }
   std::chrono::milliseconds request_timeout() const { return config_.request_timeout; }
   bool ship_logits() const { return config_.ship_logits; }
@@ -194,10 +204,22 @@ class Coordinator {
   // record: the WorkerInfo to fill in (the handshake at Start), or null.
   Status OnHandshakeMessage(size_t k, const wire::Message& m, bool* acked, WorkerInfo* record);
   Status CheckHello(size_t k, const wire::Hello& hello) const;
+  // Who runs the I/O loop; guarded by drive_mu_.
+  enum class Driver { kNone, kIoThread, kSession };
   void IoMain();
+  // The I/O thread: waits until it should run the loop and takes it.
+  void TakeLoopForIoThread();
+  // One turn of the loop: waits up to `wait` for the sockets and the inbox,
+  // handles what came, then the timers. False once a kStop was taken.
+  // `awaited` (a session thread's own reply): the turn ends as soon as it
+  // is ready; what else came stays queued for the next turn.
+  bool Turn(std::chrono::milliseconds wait,
+            const std::future<ReplyResult>* awaited = nullptr);
+  // Requests, a recovery or deferred posts the loop must see through.
+  bool Outstanding() const;
   std::chrono::milliseconds NextWake(std::chrono::steady_clock::time_point now) const;
   void OnCommand(Command& c);
-  void ReceiveFrom(size_t k);
+  void ReceiveFrom(size_t k, const std::future<ReplyResult>* awaited);
   void OnMessage(size_t k, const wire::Incoming& in);
   void Resolve(uint64_t session, ReplyResult result);
   void FailAll(const Status& st);
@@ -230,8 +252,20 @@ class Coordinator {
   std::map<uint64_t, Pending> pending_;  // I/O thread
   std::map<uint64_t, Status> sticky_;    // I/O thread: errors with no request waiting
   bool dead_ = false;                    // I/O thread: a worker died (see broken_)
+  bool stopped_ = false;                 // I/O loop: a kStop was taken
+  std::vector<zmq_pollitem_t> items_;    // I/O loop: one turn's poll items
   Mailbox<Command> inbox_;
   std::thread io_;
+
+  // Who runs the I/O loop (see "Threads" above). The loop's state (links_,
+  // pending_, ...) passes between threads with this mutex.
+  std::mutex drive_mu_;
+  std::condition_variable drive_cv_;  // the I/O thread waits here for the loop
+  Driver driver_ = Driver::kNone;
+  bool hand_back_now_ = true;     // the I/O thread takes the loop at once
+  bool stop_requested_ = false;   // the destructor runs
+  size_t waiting_ = 0;            // session threads waiting on a reply, not running the loop
+  std::chrono::steady_clock::time_point released_at_;  // a session thread last let go
   std::atomic<uint64_t> next_session_{1};
   std::atomic<uint64_t> epoch_{0};
 

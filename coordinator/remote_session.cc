@@ -56,15 +56,10 @@ Result<Coordinator::StepReply> RemoteSession::Exchange(std::span<const uint32_t>
   wire::TokenInput in = NextInput(tokens, first_position);
   in.handoff = std::move(handoff);
   timeline::Mark(timeline::Event::kCoordinatorRequest, 0, id(), in.step);
-  std::future<Coordinator::ReplyResult> reply =
-      coordinator_.Request(id(), in.step, wire::MarshalMessage(in));
-  if (reply.wait_for(coordinator_.wait_bound()) != std::future_status::ready) {
-    return TimeoutError("session " + std::to_string(id()) + " step " + std::to_string(in.step) +
-                        ": the coordinator did not answer within " +
-                        std::to_string(coordinator_.wait_bound().count()) + " ms");
-  }
+  Coordinator::ReplyResult reply = coordinator_.Await(
+      coordinator_.Request(id(), in.step, wire::MarshalMessage(in)), id(), in.step);
   timeline::Mark(timeline::Event::kCoordinatorResolved, 0, id(), in.step);
-  return reply.get();
+  return reply;
 }
 
 wire::TokenInput RemoteSession::NextInput(std::span<const uint32_t> tokens,

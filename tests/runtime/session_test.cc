@@ -116,5 +116,29 @@ TEST_F(Sessions, ReleasedSessionIsGoneOnTheWorkers) {
   EXPECT_NE(r.status().message().find("stage 0"), std::string::npos) << r.status().ToString();
 }
 
+// A session thread runs the coordinator's I/O loop while it waits for its
+// reply; once no session steps, the I/O thread must take the loop back, or
+// heartbeats would stop and the workers would drop the sessions.
+TEST_F(Sessions, TheIoThreadTakesTheLoopBackWhenNoSessionSteps) {
+  InProcCluster cluster(2);
+  auto c = Coordinator::Start(cluster.context(), cluster.Config(*model_, {{0, 2}, {2, 4}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto session = (*c)->OpenSession(std::nullopt);
+  ASSERT_TRUE(session.ok());
+  const uint32_t prompt[] = {1, 2, 3};
+  std::vector<float> logits;
+  ASSERT_TRUE((*session)->Feed(prompt, &logits).ok());
+  const uint64_t before = (*c)->stats().frames_received;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // 10 heartbeats of 50 ms
+  // Both workers answered most of them: someone ran the loop meanwhile.
+  EXPECT_GE((*c)->stats().frames_received, before + 2 * 5);
+  // Steps still go through, whoever runs the loop when they start.
+  for (uint32_t token : {4u, 5u, 6u}) {
+    const uint32_t one[] = {token};
+    ASSERT_TRUE((*session)->Feed(one, &logits).ok());
+  }
+  EXPECT_TRUE((*c)->health().ok());
+}
+
 }  // namespace
 }  // namespace lockstep::testing
