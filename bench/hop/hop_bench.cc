@@ -5,7 +5,7 @@
 //
 //   hop_bench [--mode transport|pair|tcp] [--curve 1|0] [--bytes N]
 //             [--hops N] [--gap-us N] [--gap sleep|spin] [--poll worker|one]
-//             [--parse 1|0] [--pin 0|1]
+//             [--parse 1|0] [--pin 0|1] [--ipc 0|1]
 //
 // Two processes (this one and a fork) pass one frame back and forth over
 // tcp loopback; each hop's latency is the receiver's CLOCK_MONOTONIC when
@@ -24,6 +24,8 @@
 //              hop and parses it after the receive time is taken.
 //   pair:      one ZeroMQ PAIR socket each, no envelope (--curve applies).
 //   tcp:       one TCP connection, TCP_NODELAY, blocking reads.
+// --ipc 1: the ZeroMQ modes over ipc:// (unix sockets) instead of tcp.
+// --pin 1: each process, its ZeroMQ I/O thread included, on its own core.
 //
 // Prints, for the hops each side received, p10 / median / p90 in
 // microseconds and the process CPU time per hop (all its threads).
@@ -67,6 +69,7 @@ struct Options {
   bool worker_poll = true;
   bool parse = false;
   bool pin = false;  // each process (all its threads) on its own core
+  bool ipc = false;  // ipc:// (unix sockets) instead of tcp loopback
 };
 
 uint64_t NowNs() {
@@ -192,7 +195,9 @@ Report RunTransport(const Options& o, bool first, const Peer& peer) {
   server_options.security.allowed_clients_z85 = {other_key};
   client_options.security.server_public_z85 = other_key;
   TransportEnd e;
-  Result<Server> server = Server::Bind(context, "tcp://127.0.0.1:*", server_options);
+  const std::string endpoint = o.ipc ? "ipc:///tmp/hop_bench-" + std::to_string(getpid())
+                                     : "tcp://127.0.0.1:*";
+  Result<Server> server = Server::Bind(context, endpoint, server_options);
   if (!server.ok()) Die(server.status().ToString());
   e.server.emplace(std::move(server).value());
   peer.Put(e.server->endpoint());
@@ -254,7 +259,7 @@ Report RunPair(const Options& o, bool first, const Peer& peer) {
       s.set(zmq::sockopt::curve_server, 1);
       s.set(zmq::sockopt::curve_secretkey, own.secret_z85);
     }
-    s.bind("tcp://127.0.0.1:*");
+    s.bind(o.ipc ? "ipc:///tmp/hop_bench-" + std::to_string(getpid()) : "tcp://127.0.0.1:*");
     peer.Put(s.get(zmq::sockopt::last_endpoint));
   } else {
     if (o.curve) {
@@ -361,6 +366,7 @@ Options ParseArgs(int argc, char** argv) {
     else if (flag == "--poll") o.worker_poll = v == "worker";
     else if (flag == "--parse") o.parse = v != "0";
     else if (flag == "--pin") o.pin = v != "0";
+    else if (flag == "--ipc") o.ipc = v != "0";
     else Die("unknown flag " + flag);
   }
   if (o.mode != "transport" && o.mode != "pair" && o.mode != "tcp") Die("unknown --mode " + o.mode);
