@@ -61,7 +61,6 @@ class SinkBuilder {
     m.packed = ops::PackedMatrix::Allocated(
         rows, cols, keep_bf16 ? ops::WeightType::kBf16 : ops::WeightType::kF32);
     ops::PackedMatrix* dst = &m.packed;
-    packed_.push_back(dst);
     Add(t, row_bytes, [dtype, dst, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
       const size_t r0 = at / row_bytes;
       if (dtype == DType::kBF16) return dst->PackBf16Rows(r0, bytes);
@@ -75,10 +74,6 @@ class SinkBuilder {
   }
 
   const std::vector<TensorSink>& sinks() const { return sinks_; }
-  // Once every sink has run: huge pages for the packed matrices.
-  void AdviseHugePages() const {
-    for (ops::PackedMatrix* m : packed_) m->AdviseHugePages();
-  }
 
  private:
   void Add(const TensorRef& t, uint64_t unit,
@@ -89,7 +84,6 @@ class SinkBuilder {
   const Checkpoint& f_;
   const WeightFormat format_;
   std::vector<TensorSink> sinks_;
-  std::vector<ops::PackedMatrix*> packed_;
 };
 
 void AddLayer(SinkBuilder& b, const ModelConfig& c, int l, LayerWeights& w) {
@@ -230,7 +224,6 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
     if (!tied) b.Matrix("lm_head.weight", w.lm_head, vocab, hidden);
   }
   LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> read, f.ReadAll(b.sinks(), threads));
-  b.AdviseHugePages();
   LOCKSTEP_RETURN_IF_ERROR(f.CheckUnchanged());
   if (digests != nullptr) *digests = std::move(read);
   return w;

@@ -2,7 +2,6 @@
 
 #include <sys/mman.h>
 
-#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
@@ -41,13 +40,15 @@ void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type) {
   const size_t rounded = (n + align - 1) / align * align;
   void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) throw std::bad_alloc();
-  // The pages are faulted in by the packers (Populate), each thread the
-  // range it writes, and huge pages asked for only afterwards
-  // (AdviseHugePages): with MADV_HUGEPAGE before the first touch every
-  // fault may compact memory synchronously (THP defrag "madvise"), which
-  // cost 4-6 s of system time loading a 2.5 GB checkpoint on a machine
-  // whose memory is full of page cache; afterwards khugepaged collapses the
-  // pages in the background.
+  // Populate first, then ask for huge pages: with MADV_HUGEPAGE before the
+  // first touch every fault may compact memory synchronously (THP defrag
+  // "madvise"), which cost 4-6 s of system time loading a 2.5 GB checkpoint
+  // on a machine whose memory is full of page cache; afterwards khugepaged
+  // collapses the pages in the background.
+#ifdef MADV_POPULATE_WRITE
+  if (align >= kSmallPage) (void)madvise(p, rounded, MADV_POPULATE_WRITE);  // one call, not a fault per page
+#endif
+  if (align == kHugePage) (void)madvise(p, rounded, MADV_HUGEPAGE);
   // Only the last panel can hold padding rows; the rest is written by the
   // packers, so zero just that panel (and the rounding slack).
   const size_t tail = (panels() - 1) * kPanelRows * cols * ElementBytes();
@@ -55,36 +56,15 @@ void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type) {
   data_.reset(static_cast<uint8_t*>(p));
 }
 
-void PackedMatrix::Populate(size_t r, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-  const size_t total = bytes();
-  if (n == 0 || total < kSmallPage) return;  // a small matrix is not page-aligned
-  const size_t panel_bytes = kPanelRows * cols_ * ElementBytes();
-  const size_t begin = r / kPanelRows * panel_bytes / kSmallPage * kSmallPage;
-  const size_t end = std::min(total, (r + n + kPanelRows - 1) / kPanelRows * panel_bytes);
-  const size_t len = (end - begin + kSmallPage - 1) / kSmallPage * kSmallPage;  // within the allocation's rounding
-  (void)madvise(data_.get() + begin, len, MADV_POPULATE_WRITE);  // one call, not a fault per page
-#else
-  (void)r, (void)n;
-#endif
-}
-
-void PackedMatrix::AdviseHugePages() {
-  const size_t n = bytes();
-  if (n >= kHugePage) (void)madvise(data_.get(), (n + kHugePage - 1) / kHugePage * kHugePage, MADV_HUGEPAGE);
-}
-
 PackedMatrix PackedMatrix::FromF32(const float* w, size_t rows, size_t cols) {
   PackedMatrix m = Allocated(rows, cols, WeightType::kF32);
   m.PackF32Rows(0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(w),
                                             rows * cols * sizeof(float)));
-  m.AdviseHugePages();
   return m;
 }
 
 void PackedMatrix::PackF32Rows(size_t r0, std::span<const uint8_t> bytes) {
   const size_t n = cols_ == 0 ? 0 : bytes.size() / (4 * cols_);
-  Populate(r0, n);
   for (size_t i = 0; i < n; ++i) {  // see PackBf16Rows for the loop order
     const uint8_t* src = bytes.data() + 4 * i * cols_;
     uint8_t* dst = data_.get() + 4 * Index(r0 + i, 0);
@@ -96,7 +76,6 @@ PackedMatrix PackedMatrix::FromBf16Bytes(std::span<const uint8_t> bytes, size_t 
                                          size_t cols, WeightType type, ThreadPool* pool) {
   PackedMatrix m = Allocated(rows, cols, type);
   m.PackBf16Rows(0, bytes, pool);
-  m.AdviseHugePages();
   return m;
 }
 
@@ -109,7 +88,6 @@ PackedMatrix PackedMatrix::Allocated(size_t rows, size_t cols, WeightType type) 
 void PackedMatrix::PackBf16Rows(size_t r0, std::span<const uint8_t> bytes, ThreadPool* pool) {
   const size_t n = cols_ == 0 ? 0 : bytes.size() / (2 * cols_);
   ForEachChunk(pool, n, kPanelRows * 8, [&](size_t b, size_t e, size_t) {
-    Populate(r0 + b, e - b);
     if (type_ == WeightType::kBf16) {
       PackBf16Range(r0 + b, bytes.data() + 2 * b * cols_, e - b);
       return;

@@ -19,7 +19,7 @@
 // both exactly the §4.1 widening; no cross-lane shuffle, one load.
 //
 // Move-only, immutable after construction, thread-safe to read. Storage is
-// 64-byte aligned (huge pages advised when large, after packing).
+// 64-byte aligned (huge pages advised when large).
 #pragma once
 
 #include <cstddef>
@@ -55,12 +55,8 @@ class PackedMatrix {
                                     WeightType type, ThreadPool* pool = nullptr);
   // Storage for rows x cols whose rows the caller fills with PackBf16Rows
   // (a matrix can be packed block by block as its bytes are read). Rows
-  // never filled hold unspecified values. Its pages are faulted in by the
-  // packing calls, each the pages it writes, so on the threads that pack.
+  // never filled hold unspecified values.
   static PackedMatrix Allocated(size_t rows, size_t cols, WeightType type);
-  // After the last packing call: asks for huge pages for a large matrix
-  // (khugepaged collapses them in the background). Speed only.
-  void AdviseHugePages();
   // Packs rows [r0, r0 + n) from n row-major little-endian bf16 rows
   // (2 * n * cols bytes) as FromBf16Bytes does. REQUIRES r0 + n <= rows.
   // Distinct row ranges may be packed from different threads at once.
@@ -100,8 +96,6 @@ class PackedMatrix {
   void Allocate(size_t rows, size_t cols, WeightType type);
   // Rows [r, r + n) of a kBf16 matrix from n row-major rows at src.
   void PackBf16Range(size_t r, const uint8_t* src, size_t n);
-  // Faults in the pages holding rows [r, r + n) (whole panels) in one call.
-  void Populate(size_t r, size_t n);
   size_t Index(size_t r, size_t k) const {
     const size_t i = r % kPanelRows;
     return (r / kPanelRows) * kPanelRows * cols_ + k * kPanelRows +
