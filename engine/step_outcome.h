@@ -6,7 +6,9 @@
 // stage, so the digests cannot depend on where a step was chosen.
 // ChooseAndWitnessAll does the same for several sessions' steps at once,
 // spreading the two SHA-256 passes over a pool (each digest is still one
-// stream fed in order on one thread), with the same results.
+// stream fed in order on one thread) and, where the CPU hashes streams
+// together (UpdateLanes), feeding two sessions' four digests at once —
+// with the same results.
 // Thread-compatible (the chain and scratch belong to the caller).
 #pragma once
 

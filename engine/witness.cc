@@ -19,7 +19,7 @@ static_assert(std::endian::native == std::endian::little);
 void WitnessChain::AddStep(std::span<const float> logits, uint32_t token) {
   stream_.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()),
                                           logits.size_bytes()));
-  stream_.UpdateU32Le(token);
+  AddToken(token);
 }
 
 Result<WitnessChain> WitnessChain::Resume(const Sha256State& state) {

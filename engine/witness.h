@@ -34,6 +34,11 @@ class WitnessChain {
   WitnessChain(const WitnessSeed& seed, std::span<const uint32_t> prompt_ids);
   // §12.1 item 7: this step's logits (before its argmax) and its token.
   void AddStep(std::span<const float> logits, uint32_t token);
+  // AddStep in two parts, for feeding the logits bytes together with other
+  // streams (UpdateLanes, engine/io/sha256_lanes.h): the logits' bytes go
+  // to logits_stream(), then AddToken — the same bytes in the same order.
+  Sha256Stream* logits_stream() { return &stream_; }
+  void AddToken(uint32_t token) { stream_.UpdateU32Le(token); }
   Digest Finalize() { return stream_.Finalize(); }
 
   Sha256State Export() const { return stream_.Export(); }
