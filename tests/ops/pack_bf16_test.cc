@@ -12,15 +12,12 @@
 #include "engine/ops/packed_matrix.h"
 #include "engine/ops/thread_pool.h"
 
+#include "tests/random_bytes.h"
+
 namespace lockstep::ops {
 namespace {
 
-std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (uint8_t& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
+using testing::RandomBytes;
 
 uint16_t U16At(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
 
