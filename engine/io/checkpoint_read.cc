@@ -5,10 +5,10 @@
 // of one sink's tensor, and the bytes no sink wants (the header, tensors
 // another stage uses), which are only hashed. A thread that finds files no
 // one is reading, and a free buffer for each, becomes their reader for one
-// piece of each, up to kSha256Lanes files at once: it reads the pieces and
-// feeds them to the files' hashes together (UpdateLanes, which compresses
-// several streams for about the cost of one), so each file's hash sees its
-// bytes in order; a piece with a sink is then queued, and any thread with
+// piece of each, up to kSha256Lanes files at once where UpdateLanes
+// compresses several streams for about the cost of one (one file at once
+// otherwise): it reads the pieces and feeds them to the files' hashes
+// together, so each file's hash sees its bytes in order; a piece with a sink is then queued, and any thread with
 // nothing to read hands queued pieces to their sinks. Buffers are bounded,
 // so a reader that runs ahead of the sinks turns to feeding them instead.
 #include <algorithm>
@@ -85,7 +85,9 @@ struct Buffer {
 class ReadPass {
  public:
   ReadPass(std::vector<FileStream>& files, size_t threads)
-      : files_(files), max_buffers_(2 * threads + 2 * kSha256Lanes) {}
+      : files_(files),
+        lanes_(Sha256LanesVectorized() ? kSha256Lanes : 1),
+        max_buffers_(2 * threads + 2 * kSha256Lanes) {}
 
   // Runs until every piece is read and consumed, or an error.
   void Work() {
@@ -113,12 +115,12 @@ class ReadPass {
   };
 
   // The files to read a piece of now: every one no one is reading, up to
-  // kSha256Lanes, or none while there are not buffers for all of them (so
-  // their hashes advance together, and the sinks drain the queue).
+  // lanes_, or none while there are not buffers for all of them (so their
+  // hashes advance together, and the sinks drain the queue).
   std::vector<FileStream*> FilesToRead() {
     std::vector<FileStream*> out;
     for (FileStream& f : files_) {
-      if (out.size() < kSha256Lanes && !f.busy && f.next < f.pieces.size()) out.push_back(&f);
+      if (out.size() < lanes_ && !f.busy && f.next < f.pieces.size()) out.push_back(&f);
     }
     if (free_.size() + (max_buffers_ - buffers_) < out.size()) out.clear();
     return out;
@@ -194,6 +196,10 @@ class ReadPass {
   }
 
   std::vector<FileStream>& files_;
+  // Files one reader hashes together: kSha256Lanes where UpdateLanes
+  // compresses them for about the cost of one; otherwise one, so the
+  // other threads read and hash the other files at the same time.
+  const size_t lanes_;
   const size_t max_buffers_;
   std::mutex mu_;
   std::condition_variable cv_;
