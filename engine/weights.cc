@@ -1,11 +1,13 @@
 #include "engine/weights.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 
 namespace lockstep {
 namespace {
@@ -59,8 +61,10 @@ class SinkBuilder {
     // ones pack as f32 (F16 widened exactly, one piece at a time).
     const bool keep_bf16 = dtype == DType::kBF16 && format_ == WeightFormat::kPackedBf16;
     m.packed = ops::PackedMatrix::Allocated(
-        rows, cols, keep_bf16 ? ops::WeightType::kBf16 : ops::WeightType::kF32);
+        rows, cols, keep_bf16 ? ops::WeightType::kBf16 : ops::WeightType::kF32,
+        ops::PackedMatrix::Populate::kLater);
     ops::PackedMatrix* dst = &m.packed;
+    unpopulated_.push_back(dst);
     Add(t, row_bytes, [dtype, dst, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
       const size_t r0 = at / row_bytes;
       if (dtype == DType::kBF16) return dst->PackBf16Rows(r0, bytes);
@@ -75,6 +79,37 @@ class SinkBuilder {
 
   const std::vector<TensorSink>& sinks() const { return sinks_; }
 
+  // Faults every packed matrix's pages in from `threads` threads, then
+  // advises huge pages. The first touch of fresh memory is a large part of
+  // loading a big checkpoint, more so where the hypervisor backs a guest's
+  // pages only when touched; one thread did all of it before the reading
+  // began.
+  void PopulateMatrices(int threads) const {
+    constexpr size_t kPiece = size_t{32} << 20;
+    struct Range {
+      ops::PackedMatrix* m;
+      size_t begin, end;
+    };
+    std::vector<Range> ranges;
+    for (ops::PackedMatrix* m : unpopulated_) {
+      for (size_t b = 0; b < m->storage_bytes(); b += kPiece) {
+        ranges.push_back({m, b, std::min(b + kPiece, m->storage_bytes())});
+      }
+    }
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < ranges.size();) {
+        ranges[i].m->PopulatePages(ranges[i].begin, ranges[i].end);
+      }
+    };
+    std::vector<std::thread> helpers;
+    const size_t n = std::min(static_cast<size_t>(std::max(threads, 1)), ranges.size());
+    for (size_t t = 1; t < n; ++t) helpers.emplace_back(work);
+    work();
+    for (std::thread& t : helpers) t.join();
+    for (ops::PackedMatrix* m : unpopulated_) m->AdviseHugePages();
+  }
+
  private:
   void Add(const TensorRef& t, uint64_t unit,
            std::function<void(uint64_t, std::span<const uint8_t>)> take) {
@@ -84,6 +119,7 @@ class SinkBuilder {
   const Checkpoint& f_;
   const WeightFormat format_;
   std::vector<TensorSink> sinks_;
+  std::vector<ops::PackedMatrix*> unpopulated_;
 };
 
 void AddLayer(SinkBuilder& b, const ModelConfig& c, int l, LayerWeights& w) {
@@ -223,6 +259,7 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
     b.Vector("model.norm.weight", w.final_norm, hidden);
     if (!tied) b.Matrix("lm_head.weight", w.lm_head, vocab, hidden);
   }
+  b.PopulateMatrices(threads);
   LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> read, f.ReadAll(b.sinks(), threads));
   LOCKSTEP_RETURN_IF_ERROR(f.CheckUnchanged());
   if (digests != nullptr) *digests = std::move(read);

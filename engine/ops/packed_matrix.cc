@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
@@ -30,7 +31,7 @@ float BitsToFloat(uint32_t bits) {
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
-void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type) {
+void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type, Populate when) {
   rows_ = rows;
   cols_ = cols;
   type_ = type;
@@ -40,20 +41,34 @@ void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type) {
   const size_t rounded = (n + align - 1) / align * align;
   void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) throw std::bad_alloc();
-  // Populate first, then ask for huge pages: with MADV_HUGEPAGE before the
-  // first touch every fault may compact memory synchronously (THP defrag
-  // "madvise"), which cost 4-6 s of system time loading a 2.5 GB checkpoint
-  // on a machine whose memory is full of page cache; afterwards khugepaged
-  // collapses the pages in the background.
-#ifdef MADV_POPULATE_WRITE
-  if (align >= kSmallPage) (void)madvise(p, rounded, MADV_POPULATE_WRITE);  // one call, not a fault per page
-#endif
-  if (align == kHugePage) (void)madvise(p, rounded, MADV_HUGEPAGE);
+  data_.reset(static_cast<uint8_t*>(p));
+  storage_bytes_ = rounded;
+  if (when == Populate::kNow) {
+    PopulatePages(0, rounded);
+    AdviseHugePages();
+  }
   // Only the last panel can hold padding rows; the rest is written by the
   // packers, so zero just that panel (and the rounding slack).
   const size_t tail = (panels() - 1) * kPanelRows * cols * ElementBytes();
   std::memset(static_cast<uint8_t*>(p) + tail, 0, rounded - tail);
-  data_.reset(static_cast<uint8_t*>(p));
+}
+
+void PackedMatrix::PopulatePages(size_t begin, size_t end) {
+  if (storage_bytes_ < kSmallPage) return;  // a small matrix: inside the heap
+  end = std::min(end, storage_bytes_);
+  begin = begin / kSmallPage * kSmallPage;
+#ifdef MADV_POPULATE_WRITE
+  if (begin < end) (void)madvise(data_.get() + begin, end - begin, MADV_POPULATE_WRITE);
+#endif
+}
+
+// Populate first, then ask for huge pages: with MADV_HUGEPAGE before the
+// first touch every fault may compact memory synchronously (THP defrag
+// "madvise"), which cost 4-6 s of system time loading a 2.5 GB checkpoint
+// on a machine whose memory is full of page cache; afterwards khugepaged
+// collapses the pages in the background.
+void PackedMatrix::AdviseHugePages() {
+  if (storage_bytes_ >= kHugePage) (void)madvise(data_.get(), storage_bytes_, MADV_HUGEPAGE);
 }
 
 PackedMatrix PackedMatrix::FromF32(const float* w, size_t rows, size_t cols) {
@@ -79,9 +94,9 @@ PackedMatrix PackedMatrix::FromBf16Bytes(std::span<const uint8_t> bytes, size_t 
   return m;
 }
 
-PackedMatrix PackedMatrix::Allocated(size_t rows, size_t cols, WeightType type) {
+PackedMatrix PackedMatrix::Allocated(size_t rows, size_t cols, WeightType type, Populate when) {
   PackedMatrix m;
-  m.Allocate(rows, cols, type);
+  m.Allocate(rows, cols, type, when);
   return m;
 }
 

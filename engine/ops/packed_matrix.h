@@ -55,8 +55,22 @@ class PackedMatrix {
                                     WeightType type, ThreadPool* pool = nullptr);
   // Storage for rows x cols whose rows the caller fills with PackBf16Rows
   // (a matrix can be packed block by block as its bytes are read). Rows
-  // never filled hold unspecified values.
-  static PackedMatrix Allocated(size_t rows, size_t cols, WeightType type);
+  // never filled hold unspecified values. kNow faults every page in at
+  // once (one call, not a fault per page); kLater leaves that to
+  // PopulatePages, so a loader can fault many matrices in from several
+  // threads.
+  enum class Populate : uint8_t { kNow, kLater };
+  static PackedMatrix Allocated(size_t rows, size_t cols, WeightType type,
+                                Populate when = Populate::kNow);
+  // Bytes of storage (whole pages for a large matrix): the range
+  // PopulatePages takes.
+  size_t storage_bytes() const { return storage_bytes_; }
+  // Faults storage bytes [begin, end) in, rounded out to pages. Before any
+  // packing; distinct ranges may be populated from different threads.
+  void PopulatePages(size_t begin, size_t end);
+  // Advises huge pages for a large matrix, once its pages are populated
+  // (before, every fault could compact memory synchronously).
+  void AdviseHugePages();
   // Packs rows [r0, r0 + n) from n row-major little-endian bf16 rows
   // (2 * n * cols bytes) as FromBf16Bytes does. REQUIRES r0 + n <= rows.
   // Distinct row ranges may be packed from different threads at once.
@@ -93,7 +107,7 @@ class PackedMatrix {
   struct Free {
     void operator()(uint8_t* p) const;
   };
-  void Allocate(size_t rows, size_t cols, WeightType type);
+  void Allocate(size_t rows, size_t cols, WeightType type, Populate when);
   // Rows [r, r + n) of a kBf16 matrix from n row-major rows at src.
   void PackBf16Range(size_t r, const uint8_t* src, size_t n);
   size_t Index(size_t r, size_t k) const {
@@ -105,6 +119,7 @@ class PackedMatrix {
   size_t rows_ = 0;
   size_t cols_ = 0;
   WeightType type_ = WeightType::kF32;
+  size_t storage_bytes_ = 0;
   std::unique_ptr<uint8_t[], Free> data_;  // [panels][cols][kPanelRows] elements
 };
 
