@@ -11,11 +11,19 @@
 namespace lockstep {
 namespace {
 
-// Panels one thread claims at a time: 2 for one row (the decode kernel
-// streams two panels at once); 1 for several rows, whose kernel takes a
-// panel at a time and whose units cost 8x more each, so the last unit of
-// a job (the other thread waits for it) stays short.
-size_t UnitPanels(size_t n) { return n == 1 ? 2 : 1; }
+// Panels of w one thread claims at a time. One row: 2 (the decode kernel
+// streams two panels at once). Several rows: two runs of consecutive
+// panels per thread, so a thread's weight stream runs on from panel to
+// panel and the prefetch that reaches past the panel it is on fetches
+// the thread's own next panel, not one the other thread takes
+// (`ops_bench --benchmark_filter=MatmulStream`, 8 rows: 14.9 ms per
+// model-sized stream with one panel per claim, 13.7 ms in two runs per
+// thread). Two runs, not one, so a thread held up by the OS leaves the
+// other one something to claim.
+size_t UnitPanels(const ops::PackedMatrix& w, size_t n, size_t threads) {
+  if (n == 1) return 2;
+  return std::max<size_t>(1, (w.panels() + 2 * threads - 1) / (2 * threads));
+}
 
 // Grows v to at least n elements (allocates only when it must).
 void Fit(std::vector<float>& v, size_t n) {
@@ -45,8 +53,9 @@ void AddBias(const std::vector<float>& bias, float* y, size_t n) {
   for (size_t t = 0; t < n; ++t) ops::AddInPlace(y + t * bias.size(), bias.data(), bias.size());
 }
 
-size_t Units(const ops::PackedMatrix& w, size_t n) {
-  return (w.panels() + UnitPanels(n) - 1) / UnitPanels(n);
+size_t Units(const ops::PackedMatrix& w, size_t n, size_t threads) {
+  const size_t unit = UnitPanels(w, n, threads);
+  return (w.panels() + unit - 1) / unit;
 }
 
 }  // namespace
@@ -202,17 +211,18 @@ Status Stage::Prepare(std::span<const BatchItem> items, ForwardScratch& s) const
 }
 
 // y = W x for every job, n tokens each; rows split across the pool in units
-// of UnitPanels(n) panels, every row one sequential dot (§5.2).
+// of UnitPanels panels, every row one sequential dot (§5.2).
 void Stage::MatMul(std::initializer_list<MatJob> jobs, size_t n) const {
-  const size_t unit = UnitPanels(n);
+  const size_t threads = this->threads();
   size_t total = 0;
-  for (const MatJob& j : jobs) total += Units(*j.w, n);
+  for (const MatJob& j : jobs) total += Units(*j.w, n, threads);
   ops::ForEachChunk(pool_, total, 1, [&](size_t b, size_t e, size_t) {
     for (size_t u = b; u < e; ++u) {
       size_t local = u;
       for (const MatJob& j : jobs) {
-        const size_t units = Units(*j.w, n);
+        const size_t units = Units(*j.w, n, threads);
         if (local < units) {
+          const size_t unit = UnitPanels(*j.w, n, threads);
           const size_t p0 = local * unit;
           const size_t p1 = std::min(p0 + unit, j.w->panels());
           kernels_.matmul_packed(*j.w, p0, p1, j.x, n, j.y, j.w->rows());
@@ -356,8 +366,8 @@ void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
     ops::RmsNorm(hidden + t * h, w.post_norm.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
   }
   // gate and up for a unit of rows, then §10's silu(gate)*up on those rows.
-  const size_t unit = UnitPanels(n);
-  ops::ForEachChunk(pool_, Units(w.gate_proj.packed, n), 1, [&](size_t b, size_t e, size_t) {
+  const size_t unit = UnitPanels(w.gate_proj.packed, n, threads());
+  ops::ForEachChunk(pool_, Units(w.gate_proj.packed, n, threads()), 1, [&](size_t b, size_t e, size_t) {
     const size_t p0 = b * unit, p1 = std::min(e * unit, w.gate_proj.packed.panels());
     kernels_.matmul_packed(w.gate_proj.packed, p0, p1, s.normed.data(), n, s.gate.data(), inter);
     kernels_.matmul_packed(w.up_proj.packed, p0, p1, s.normed.data(), n, s.up.data(), inter);
