@@ -33,13 +33,20 @@ void PutU64Le(uint8_t* p, uint64_t v) {
   PutU32Le(p + 4, static_cast<uint32_t>(v >> 32));
 }
 
-bool DetectVectorLanes() {
+bool HasShaExtensions() {
 #if defined(__x86_64__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
-  const bool sha = (b >> 29) & 1;
+  return (b >> 29) & 1;
+#else
+  return false;
+#endif
+}
+
+bool DetectKernel() {
+#if defined(__x86_64__)
   __builtin_cpu_init();
-  return !sha && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
 #else
   return false;
 #endif
@@ -108,8 +115,13 @@ void CompressTogether(std::span<Lane> lanes) {
 
 }  // namespace
 
+bool Sha256LanesKernelRuns() {
+  static const bool runs = DetectKernel();
+  return runs;
+}
+
 bool Sha256LanesVectorized() {
-  static const bool vectorized = DetectVectorLanes();
+  static const bool vectorized = Sha256LanesKernelRuns() && !HasShaExtensions();
   return vectorized;
 }
 

@@ -30,12 +30,15 @@ inline constexpr size_t kSha256Lanes = 4;
 void UpdateLanes(std::span<Sha256Stream* const> streams,
                  std::span<const std::span<const uint8_t>> bytes);
 
-// Whether UpdateLanes compresses streams together on this CPU.
+// Whether UpdateLanes compresses streams together on this CPU (the
+// kernel runs and the CPU lacks the SHA extensions).
 bool Sha256LanesVectorized();
+// Whether this CPU can run Sha256BlocksX4 (AVX-512VL).
+bool Sha256LanesKernelRuns();
 
 // The compression kernel, for its bit-equality test: h[l] is lane l's
 // chaining value (FIPS 180-4 H0..H7), advanced over n whole blocks at
-// blocks[l] (64 * n bytes each). REQUIRES Sha256LanesVectorized().
+// blocks[l] (64 * n bytes each). REQUIRES Sha256LanesKernelRuns().
 void Sha256BlocksX4(uint32_t h[kSha256Lanes][8], const uint8_t* const blocks[kSha256Lanes],
                     size_t n);
 

@@ -83,7 +83,7 @@ TEST(Sha256LanesTest, UnevenPiecesGiveEachMessagesOwnDigest) {
 }
 
 TEST(Sha256LanesTest, KernelEqualsOpenSslBlockByBlock) {
-  if (!Sha256LanesVectorized()) GTEST_SKIP() << "this CPU hashes every stream alone";
+  if (!Sha256LanesKernelRuns()) GTEST_SKIP() << "this CPU cannot run the AVX-512VL kernel";
   for (size_t n : {size_t{1}, size_t{2}, size_t{7}, size_t{64}}) {
     std::vector<std::vector<uint8_t>> data;
     uint32_t h[kSha256Lanes][8];
