@@ -41,8 +41,8 @@ Result<std::string> ReadLine(int fd, Clock::time_point deadline, const std::stri
 }
 
 // The endpoint of a readiness line, checked against what the child must say.
-Result<std::string> ParseReady(const std::string& line, const std::string& key, pid_t pid,
-                               const std::string& who) {
+Result<std::string> ParseReady(const std::string& line, const std::string& listen,
+                               const std::string& key, pid_t pid, const std::string& who) {
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
   if (!j.is_object() || !j.contains("endpoint") || !j["endpoint"].is_string() ||
       !j.contains("curve_public") || !j["curve_public"].is_string() || !j.contains("pid") ||
@@ -50,8 +50,9 @@ Result<std::string> ParseReady(const std::string& line, const std::string& key, 
     return CorruptError(who + ": readiness line is not {endpoint, curve_public, pid}: " + line);
   }
   const std::string endpoint = j["endpoint"];
-  if (endpoint.rfind("tcp://127.0.0.1:", 0) != 0) {
-    return CorruptError(who + ": endpoint '" + endpoint + "' is not on tcp://127.0.0.1");
+  if (endpoint != listen) {
+    return CorruptError(who + ": endpoint '" + endpoint + "' is not the one it was given, '" +
+                        listen + "'");
   }
   if (j["curve_public"] != key) return MismatchError(who + ": reports another CURVE key");
   if (j["pid"] != pid) return MismatchError(who + ": reports pid " + j["pid"].dump());
@@ -75,7 +76,11 @@ Result<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Spawn(const WorkerSpaw
   LOCKSTEP_RETURN_IF_ERROR(p->MakeKeys(total));
   p->children_.assign(static_cast<size_t>(total), -1);
   for (int i = 0; i < total; ++i) {
-    LOCKSTEP_ASSIGN_OR_RETURN(std::string endpoint, p->SpawnOne(o, i, "tcp://127.0.0.1:*"));
+    // A unix socket in the private key directory: the same CURVE links
+    // and allow-lists as tcp, and a shorter kernel path per hop than
+    // loopback TCP (docs/performance.md, "What one hop costs").
+    const std::string listen = "ipc://" + p->key_dir_ + "/w" + std::to_string(i) + ".sock";
+    LOCKSTEP_ASSIGN_OR_RETURN(std::string endpoint, p->SpawnOne(o, i, listen));
     p->endpoints_.push_back(std::move(endpoint));
   }
   return p;
@@ -173,7 +178,7 @@ Result<std::string> WorkerProcesses::SpawnOne(const WorkerSpawnOptions& o, int i
   Result<std::string> line = ReadLine(fds[0], Clock::now() + o.ready_timeout, who);
   close(fds[0]);
   if (!line.ok()) return line.status();
-  return ParseReady(*line, worker_keys_[static_cast<size_t>(index)], pid, who);
+  return ParseReady(*line, listen, worker_keys_[static_cast<size_t>(index)], pid, who);
 }
 
 void WorkerProcesses::Kill(size_t i) {

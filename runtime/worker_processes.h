@@ -1,12 +1,14 @@
-// WorkerProcesses: child `lockstep worker` processes listening on
-// 127.0.0.1 ephemeral ports, for loopback clusters (`run --workers K`,
-// `serve --workers K`, `verify --workers K`, tests).
+// WorkerProcesses: child `lockstep worker` processes listening on unix
+// sockets (ipc://DIR/wN.sock in the private key directory below), for
+// loopback clusters (`run --workers K`, `serve --workers K`,
+// `verify --workers K`, tests).
 //
 // Readiness is structured: each child is started with `--ready-fd 3` and,
 // once bound, writes one JSON line there:
-//   {"endpoint":"tcp://127.0.0.1:PORT","curve_public":"<Z85>","pid":N}
-// Spawn checks that the key is the one made for that child and the pid is
-// the child's; the child's human log line ("listening on") is not parsed.
+//   {"endpoint":"ipc://DIR/wN.sock","curve_public":"<Z85>","pid":N}
+// Spawn checks that the endpoint is the one the child was given, the key
+// the one made for that child and the pid the child's; the child's human
+// log line ("listening on") is not parsed.
 // The children's stdout goes to /dev/null, their stderr is this process's.
 //
 // Children die with the parent (PR_SET_PDEATHSIG) and are killed and

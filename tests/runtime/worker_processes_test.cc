@@ -17,7 +17,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// An executable script standing in for `lockstep` (it ignores its arguments).
+// An executable script standing in for `lockstep` (its body may read them).
 std::string FakeWorker(const std::string& tag, const std::string& body) {
   const std::string path = MakeTempDir(tag) + "/fake-lockstep";
   std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
@@ -37,8 +37,8 @@ TEST(WorkerProcesses, ReadinessNamesEndpointKeyAndPid) {
   ASSERT_TRUE(procs.ok()) << procs.status().ToString();
   ASSERT_EQ((*procs)->endpoints().size(), 2u);
   for (const std::string& e : (*procs)->endpoints()) {
-    EXPECT_EQ(e.rfind("tcp://127.0.0.1:", 0), 0u) << e;
-    EXPECT_NE(e.back(), '*') << "the resolved port, not the wildcard: " << e;
+    EXPECT_EQ(e.rfind("ipc:///tmp/lockstep-keys-", 0), 0u) << e;
+    EXPECT_EQ(e.substr(e.size() - 5), ".sock") << e;
   }
   EXPECT_NE((*procs)->endpoints()[0], (*procs)->endpoints()[1]);
 }
@@ -55,8 +55,8 @@ TEST(WorkerProcesses, RefusesJunkReadiness) {
 
 TEST(WorkerProcesses, RefusesAnotherKey) {
   const Status key = SpawnFake(
-      "echo \"{\\\"endpoint\\\":\\\"tcp://127.0.0.1:1\\\",\\\"curve_public\\\":\\\"x\\\","
-      "\\\"pid\\\":$$}\" >&3; exec sleep 5");
+      "echo \"{\\\"endpoint\\\":\\\"$3\\\",\\\"curve_public\\\":\\\"x\\\","
+      "\\\"pid\\\":$$}\" >&3; exec sleep 5");  // $3: the --listen endpoint
   EXPECT_EQ(key.kind(), ErrorKind::kMismatch) << key.ToString();
   EXPECT_NE(key.message().find("CURVE key"), std::string::npos) << key.ToString();
 }

@@ -516,8 +516,9 @@ class ShardedTest(unittest.TestCase):
         self.assertEqual(ranges[-1][1], 4)
         for a, b in zip(ranges, ranges[1:]):
             self.assertEqual(a[1], b[0])
-        for w in h["workers"]:
-            self.assertTrue(w["endpoint"].startswith("tcp://127.0.0.1:"), w)
+        for w in h["workers"]:  # spawned on this host: unix sockets
+            self.assertRegex(w["endpoint"], r"^ipc:///tmp/lockstep-keys-[^/]+/w\d+\.sock$", w)
+        self.assertEqual(len({w["endpoint"] for w in h["workers"]}), 3)
         self.assertEqual(h["plan"], ",".join("%d:%d" % tuple(r) for r in ranges))
 
     def test_2_greedy_and_seeded_equal_monolithic(self):
