@@ -3,10 +3,12 @@
 // session still equals its solo monolithic run bit for bit.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "engine/ops/fp_env.h"
 #include "runtime_test_util.h"
+#include "wire/messages.h"
 
 namespace lockstep::testing {
 namespace {
@@ -154,6 +156,57 @@ TEST_F(WorkerBatching, StepsBesideALongPrefillEqualTheirSoloRuns) {
       ExpectSameDecode(*got[s], Monolithic(*model_, reqs[s]));
     }
   }
+}
+
+// A junk chain handoff among steps the last stage batches (the first
+// stage corrupts one session's handoffs on their way, in well-formed
+// frames): that session fails when its frame is parsed, naming the
+// handoff, before it can join a batch; the sessions batched meanwhile are
+// chosen and witnessed exactly as their solo runs.
+TEST_F(WorkerBatching, AJunkChainHandoffFailsOnlyItsSessionAmongBatchedSteps) {
+  constexpr int kSessions = 4;
+  std::atomic<uint64_t> victim{~uint64_t{0}};
+  InProcCluster cluster(2, [&](size_t i, WorkerOptions& o) {
+    o.max_batch = 16;
+    o.batch_window_for_testing = std::chrono::milliseconds(40);
+    if (i != 0) return;
+    o.next_hop_transport.mutate_outgoing_for_testing = [&](std::vector<uint8_t>& f) {
+      Result<wire::Message> m = wire::ParseMessage(f);
+      if (!m.ok()) return;
+      auto* h = std::get_if<wire::HiddenFrame>(&*m);
+      if (h == nullptr || h->session_id != victim.load() || !h->handoff) return;
+      h->handoff->chain_state.bytes[104] = 63;  // num disagrees with the length
+      f = wire::MarshalMessage(*h);             // a well-formed frame, its digest redone
+    };
+  });
+  auto c = Coordinator::Start(cluster.context(), cluster.Config(*model_, {{0, 2}, {2, 4}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<std::unique_ptr<RemoteSession>> sessions;
+  for (int s = 0; s < kSessions; ++s) {
+    auto session = (*c)->OpenSession(std::nullopt, Request(s, true).sampling);
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    sessions.push_back(std::move(*session));
+  }
+  victim = sessions[1]->id();
+  std::vector<Result<DecodeResult>> got(kSessions, Result<DecodeResult>(InternalError("not run")));
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kSessions; ++s) {
+    threads.emplace_back([&, s] {
+      if (!ops::PinFpEnvironment().ok()) return;
+      got[s] = RunDecode(*sessions[s], Request(s, true), (*c)->seed());
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_FALSE(got[1].ok());
+  EXPECT_EQ(got[1].status().kind(), ErrorKind::kCorrupt) << got[1].status().ToString();
+  EXPECT_NE(got[1].status().message().find("chain handoff"), std::string::npos)
+      << got[1].status().ToString();
+  for (int s : {0, 2, 3}) {
+    SCOPED_TRACE("session " + std::to_string(s));
+    ASSERT_TRUE(got[s].ok()) << got[s].status().ToString();
+    ExpectSameDecode(*got[s], Monolithic(*model_, Request(s, true)));
+  }
+  EXPECT_GT(cluster.worker(1).batched_rows(), 0u) << "the last stage ran batched passes";
 }
 
 }  // namespace
