@@ -4,6 +4,7 @@
 //   pipeline_bench --config C.json [--sessions 1,3,6] [--gen 32]
 //                  [--prompt-len 8] [--mono-threads 1,2] [--repeats 2] [--label TEXT]
 //   pipeline_bench --model DIR --workers K [--worker-threads T] [--lockstep EXE] ...
+//                  [--rounds N]
 //
 // The second form spawns K loopback worker processes of the lockstep binary
 // EXE (default: next to this one, ../../cli/lockstep) with T compute threads
@@ -20,6 +21,14 @@
 // the ratios to monolithic and to S = 1, and the bytes between the
 // coordinator and the workers per token. Every figure is the best of
 // --repeats measurements (a shared machine only ever slows a run down).
+//
+// --rounds N (N > 0) then alternates, N times, one monolithic decode at the
+// first --mono-threads count and one sharded S = 1 decode of the same
+// request, and prints each round's ratio and their median: the two sides
+// of a ratio are measured seconds apart, so a machine whose speed drifts
+// (a shared VM) moves both. The same session stays in the pipeline's
+// median whether the best-of figures above came out high or low.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -53,6 +62,7 @@ struct Options {
   uint32_t gen = 32;
   uint32_t prompt_len = 8;
   int repeats = 2;
+  int rounds = 0;
   std::string label = "-";
 };
 
@@ -78,6 +88,7 @@ Result<Options> ParseArgs(int argc, char** argv) {
     else if (flag == "--prompt-len") o.prompt_len = static_cast<uint32_t>(std::atoi(value.c_str()));
     else if (flag == "--label") o.label = value;
     else if (flag == "--repeats") o.repeats = std::atoi(value.c_str());
+    else if (flag == "--rounds") o.rounds = std::atoi(value.c_str());
     else return InvalidError("unknown flag " + flag);
   }
   if (argc % 2 == 0) return InvalidError("every flag takes a value");
@@ -88,8 +99,8 @@ Result<Options> ParseArgs(int argc, char** argv) {
   for (int s : o.sessions) {
     if (s < 1 || s > 64) return InvalidError("--sessions entries must be 1..64");
   }
-  if (o.gen < 2 || o.prompt_len < 1 || o.repeats < 1) {
-    return InvalidError("need --gen >= 2, --prompt-len >= 1, --repeats >= 1");
+  if (o.gen < 2 || o.prompt_len < 1 || o.repeats < 1 || o.rounds < 0) {
+    return InvalidError("need --gen >= 2, --prompt-len >= 1, --repeats >= 1, --rounds >= 0");
   }
   return o;
 }
@@ -156,6 +167,34 @@ Result<ClusterConfig> ConfigFor(const Options& o) {
   cfg.workers.assign(static_cast<size_t>(o.workers), "");
   cfg.request_timeout = std::chrono::milliseconds(600000);
   return cfg;
+}
+
+// --rounds: monolithic and sharded S = 1 alternated, each round's ratio
+// (monolithic ms/token over sharded) and the median.
+Status Interleaved(const Options& o, OpenModel& model, Coordinator& c,
+                   const DecodeRequest& req, const DecodeResult& solo) {
+  runtime::LocalRunOptions lo;
+  lo.compute.threads = static_cast<size_t>(o.mono_threads.empty() ? 1 : o.mono_threads[0]);
+  lo.runs = 1;
+  std::vector<double> ratios;
+  for (int r = 0; r < o.rounds; ++r) {
+    LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult m, runtime::RunMonolithic(model, req, lo));
+    LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult p, DecodeOn(c, req));
+    LOCKSTEP_RETURN_IF_ERROR(runtime::CompareResults(p.result, solo, "sharded", "solo"));
+    ratios.push_back(m.decode_ms_per_token / p.decode_ms_per_token);
+    std::printf("%-10s round %-8d %9.2f ms/token monolithic %zut, %.2f sharded S=1: %.3fx\n",
+                o.label.c_str(), r + 1, m.decode_ms_per_token, lo.compute.threads,
+                p.decode_ms_per_token, ratios.back());
+    std::fflush(stdout);
+  }
+  std::vector<double> sorted = ratios;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  const double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  std::printf("%-10s sharded S=1 / monolithic over %zu interleaved rounds: median %.3fx "
+              "(min %.3f, max %.3f)\n",
+              o.label.c_str(), n, median, sorted.front(), sorted.back());
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<runtime::WorkerProcesses>> SpawnLoopback(const Options& o,
@@ -231,6 +270,7 @@ Status Main(const Options& o, const char* argv0) {
   }
   std::printf("%-10s every concurrent session's digests equal its solo run (%s)\n",
               o.label.c_str(), cfg.ship_logits ? "ship_logits" : "chosen on the last stage");
+  if (o.rounds > 0) LOCKSTEP_RETURN_IF_ERROR(Interleaved(o, model, *c, reqs[0], solo[0]));
   if (procs) {
     c->ShutdownWorkers("bench finished");
     c.reset();  // its I/O thread flushes the shutdown as it stops
