@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: build, make the default model, and run a 3-worker sharded
-# decode on 127.0.0.1 that must equal the monolithic run digest for digest.
+# decode on this host that must equal the monolithic run digest for digest.
 #
 # The default model has SmolLM2-135M's exact shape with seeded synthetic
 # weights. When ../shared/fixtures/smollm2-135m/ is present, its real
