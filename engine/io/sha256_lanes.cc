@@ -141,6 +141,12 @@ void UpdateLanes(std::span<Sha256Stream* const> streams,
     for (size_t i = 0; i < n; ++i) streams[i]->Update(bytes[i]);
     return;
   }
+  UpdateLanesInKernel(streams, bytes);
+}
+
+void UpdateLanesInKernel(std::span<Sha256Stream* const> streams,
+                         std::span<const std::span<const uint8_t>> bytes) {
+  const size_t n = std::min({streams.size(), bytes.size(), kSha256Lanes});
   std::array<Lane, kSha256Lanes> lanes;
   for (size_t i = 0; i < n; ++i) {
     Lane& l = lanes[i];

@@ -30,6 +30,13 @@ inline constexpr size_t kSha256Lanes = 4;
 void UpdateLanes(std::span<Sha256Stream* const> streams,
                  std::span<const std::span<const uint8_t>> bytes);
 
+// UpdateLanes' vector path whatever the CPU's SHA extensions: whole blocks
+// of two or more streams through Sha256BlocksX4. UpdateLanes calls it
+// where it pays; tests call it wherever it runs. REQUIRES
+// Sha256LanesKernelRuns(), streams and bytes as for UpdateLanes.
+void UpdateLanesInKernel(std::span<Sha256Stream* const> streams,
+                         std::span<const std::span<const uint8_t>> bytes);
+
 // Whether UpdateLanes compresses streams together on this CPU (the
 // kernel runs and the CPU lacks the SHA extensions).
 bool Sha256LanesVectorized();

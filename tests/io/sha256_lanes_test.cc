@@ -20,7 +20,24 @@ std::span<const uint8_t> Bytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
-TEST(Sha256LanesTest, FipsExamplesFedTogether) {
+using Feed = void (*)(std::span<Sha256Stream* const>, std::span<const std::span<const uint8_t>>);
+
+// UpdateLanes as a caller gets it, then its vector path forced where the
+// kernel runs (on CPUs with the SHA extensions UpdateLanes never takes it).
+class Sha256LanesFeed : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (GetParam() && !Sha256LanesKernelRuns()) {
+      GTEST_SKIP() << "this CPU cannot run the AVX-512VL kernel";
+    }
+  }
+  static Feed feed() { return GetParam() ? &UpdateLanesInKernel : &UpdateLanes; }
+};
+
+INSTANTIATE_TEST_SUITE_P(Paths, Sha256LanesFeed, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "InKernel" : "AsDispatched"; });
+
+TEST_P(Sha256LanesFeed, FipsExamplesFedTogether) {
   const std::string abc = "abc";
   const std::string two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
   const std::string million(1000000, 'a');
@@ -30,7 +47,8 @@ TEST(Sha256LanesTest, FipsExamplesFedTogether) {
     Sha256Stream* streams[4] = {&s[0], &s[1], &s[2], &s[3]};
     const std::span<const uint8_t> bytes[4] = {Bytes(million), Bytes(abc), Bytes(million),
                                                Bytes(million)};
-    UpdateLanes(streams, bytes);
+    feed()(std::span<Sha256Stream* const>(streams),
+           std::span<const std::span<const uint8_t>>(bytes));
     EXPECT_EQ(ToHex(s[0].Finalize()), kMillion);
     EXPECT_EQ(ToHex(s[1].Finalize()),
               "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
@@ -41,7 +59,8 @@ TEST(Sha256LanesTest, FipsExamplesFedTogether) {
     Sha256Stream s[2];
     Sha256Stream* streams[2] = {&s[0], &s[1]};
     const std::span<const uint8_t> bytes[2] = {Bytes(two_blocks), {}};
-    UpdateLanes(streams, bytes);
+    feed()(std::span<Sha256Stream* const>(streams),
+           std::span<const std::span<const uint8_t>>(bytes));
     EXPECT_EQ(ToHex(s[0].Finalize()),
               "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
     EXPECT_EQ(ToHex(s[1].Finalize()),
@@ -51,7 +70,7 @@ TEST(Sha256LanesTest, FipsExamplesFedTogether) {
 
 // Many calls of uneven sizes, lanes joining and leaving, partial blocks
 // pending between calls: every digest as if each message were hashed alone.
-TEST(Sha256LanesTest, UnevenPiecesGiveEachMessagesOwnDigest) {
+TEST_P(Sha256LanesFeed, UnevenPiecesGiveEachMessagesOwnDigest) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 40; ++trial) {
     const size_t lanes = 1 + trial % kSha256Lanes;
@@ -71,7 +90,7 @@ TEST(Sha256LanesTest, UnevenPiecesGiveEachMessagesOwnDigest) {
         pieces.push_back(std::span<const uint8_t>(msg[l]).subspan(at[l], take));
         at[l] += take;
       }
-      UpdateLanes(streams, pieces);
+      feed()(streams, pieces);
       bool all = true;
       for (size_t l = 0; l < lanes; ++l) all = all && at[l] == msg[l].size();
       if (all) break;
