@@ -67,9 +67,11 @@ void ChooseHalf(const StepChoice& c, bool hash) {
 
 }  // namespace
 
-void ChooseAndWitnessAll(std::span<const StepChoice> choices, ops::ThreadPool* pool) {
+void ChooseAndWitnessAll(std::span<const StepChoice> choices, ops::ThreadPool* pool,
+                         Pairing pairing) {
   // Items: the pairs (where lanes pay), then the other choices' halves.
-  const size_t pairs = Sha256LanesVectorized() ? choices.size() / 2 : 0;
+  const bool paired = pairing == Pairing::kAlways || Sha256LanesVectorized();
+  const size_t pairs = paired ? choices.size() / 2 : 0;
   const std::span<const StepChoice> rest = choices.subspan(2 * pairs);
   ops::ForEachChunk(pool, pairs + 2 * rest.size(), 1, [&](size_t b, size_t e, size_t) {
     for (size_t item = b; item < e; ++item) {

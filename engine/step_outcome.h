@@ -50,10 +50,16 @@ struct StepChoice {
   StepOutcome* out = nullptr;
 };
 
+// Whether ChooseAndWitnessAll feeds two choices' four digests together:
+// where the CPU hashes SHA-256 lanes at once (the default), or always (so
+// tests reach that path on every CPU; the outcomes are the same).
+enum class Pairing : uint8_t { kWhereLanesPay, kAlways };
+
 // ChooseAndWitness for every choice: the token and chain fold of a choice
 // on one thread, its logits hash on any thread of `pool` (null: all on the
 // caller). Every outcome and chain ends as calling ChooseAndWitness on the
 // choices one after another would leave it.
-void ChooseAndWitnessAll(std::span<const StepChoice> choices, ops::ThreadPool* pool);
+void ChooseAndWitnessAll(std::span<const StepChoice> choices, ops::ThreadPool* pool,
+                         Pairing pairing = Pairing::kWhereLanesPay);
 
 }  // namespace lockstep

@@ -49,7 +49,8 @@ void Fill(std::vector<float>& v, std::mt19937& rng) {
   v[v.size() / 2] = v[0];  // a tie
 }
 
-void ExpectAllEqualsOneByOne(size_t sessions, ops::ThreadPool* pool) {
+void ExpectAllEqualsOneByOne(size_t sessions, ops::ThreadPool* pool,
+                             Pairing pairing = Pairing::kWhereLanesPay) {
   std::vector<Session> ss = MakeSessions(sessions);
   std::mt19937 rng(static_cast<uint32_t>(sessions));
   for (uint32_t step = 0; step < 3; ++step) {
@@ -59,7 +60,7 @@ void ExpectAllEqualsOneByOne(size_t sessions, ops::ThreadPool* pool) {
       Fill(ss[i].logits, rng);
       choices.push_back({ss[i].logits, &ss[i].params, step, ss[i].chain.get(), &ss[i].scratch, &outs[i]});
     }
-    ChooseAndWitnessAll(choices, pool);
+    ChooseAndWitnessAll(choices, pool, pairing);
     for (size_t i = 0; i < sessions; ++i) {
       const uint32_t token = ChooseToken(ss[i].logits, ss[i].params, step, &ss[i].expected_scratch);
       ss[i].expected_chain->AddStep(ss[i].logits, token);
@@ -83,6 +84,15 @@ TEST_F(ChooseAllTest, OnTwoThreadsEqualsEachChoiceOnItsOwn) {
   Result<std::unique_ptr<ops::ThreadPool>> pool = ops::ThreadPool::Create(2);
   ASSERT_TRUE(pool.ok());
   for (size_t n : {1, 2, 7}) ExpectAllEqualsOneByOne(n, pool->get());
+}
+
+// The paired path (two choices' four digests fed together) on every CPU,
+// not only where SHA-256 lanes pay.
+TEST_F(ChooseAllTest, InPairsEqualsEachChoiceOnItsOwn) {
+  Result<std::unique_ptr<ops::ThreadPool>> pool = ops::ThreadPool::Create(2);
+  ASSERT_TRUE(pool.ok());
+  for (size_t n : {2, 5}) ExpectAllEqualsOneByOne(n, pool->get(), Pairing::kAlways);
+  ExpectAllEqualsOneByOne(4, nullptr, Pairing::kAlways);
 }
 
 TEST_F(ChooseAllTest, WithoutAPoolEqualsEachChoiceOnItsOwn) {
