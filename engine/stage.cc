@@ -11,19 +11,10 @@
 namespace lockstep {
 namespace {
 
-// Panels of w one thread claims at a time. One row: 2 (the decode kernel
-// streams two panels at once). Several rows: two runs of consecutive
-// panels per thread, so a thread's weight stream runs on from panel to
-// panel and the prefetch that reaches past the panel it is on fetches
-// the thread's own next panel, not one the other thread takes
-// (`ops_bench --benchmark_filter=MatmulStream`, 8 rows: 14.9 ms per
-// model-sized stream with one panel per claim, 13.7 ms in two runs per
-// thread). Two runs, not one, so a thread held up by the OS leaves the
-// other one something to claim.
-size_t UnitPanels(const ops::PackedMatrix& w, size_t n, size_t threads) {
-  if (n == 1) return 2;
-  return std::max<size_t>(1, (w.panels() + 2 * threads - 1) / (2 * threads));
-}
+// Panels one thread claims at a time in a decode (one row): 2, as the
+// decode kernel streams two panels at once. Several rows go through
+// ForEachInRuns, one panel at a time (see MatMul).
+constexpr size_t kDecodeUnitPanels = 2;
 
 // Grows v to at least n elements (allocates only when it must).
 void Fit(std::vector<float>& v, size_t n) {
@@ -53,9 +44,8 @@ void AddBias(const std::vector<float>& bias, float* y, size_t n) {
   for (size_t t = 0; t < n; ++t) ops::AddInPlace(y + t * bias.size(), bias.data(), bias.size());
 }
 
-size_t Units(const ops::PackedMatrix& w, size_t n, size_t threads) {
-  const size_t unit = UnitPanels(w, n, threads);
-  return (w.panels() + unit - 1) / unit;
+size_t DecodeUnits(const ops::PackedMatrix& w) {
+  return (w.panels() + kDecodeUnitPanels - 1) / kDecodeUnitPanels;
 }
 
 }  // namespace
@@ -210,22 +200,40 @@ Status Stage::Prepare(std::span<const BatchItem> items, ForwardScratch& s) const
   return Status::Ok();
 }
 
-// y = W x for every job, n tokens each; rows split across the pool in units
-// of UnitPanels panels, every row one sequential dot (§5.2).
+// y = W x for every job, n tokens each, every row one sequential dot
+// (§5.2). One row: units of kDecodeUnitPanels panels claimed dynamically.
+// Several rows: the jobs' panels in one contiguous run per thread
+// (ops::ForEachInRuns), so a thread's weight stream runs on from panel to
+// panel and the prefetch that reaches past the panel it is on fetches the
+// thread's own next panel; with panels claimed one by one from a shared
+// counter the threads alternated panels and each one started cold
+// (`ops_bench --benchmark_filter=MatmulStream`, 8 rows: 14.9-16.2 ms per
+// model-sized stream one panel per claim, 13.7 ms in runs).
 void Stage::MatMul(std::initializer_list<MatJob> jobs, size_t n) const {
-  const size_t threads = this->threads();
+  if (n > 1) {
+    size_t total = 0;
+    for (const MatJob& j : jobs) total += j.w->panels();
+    ops::ForEachInRuns(pool_, total, [&](size_t p) {
+      for (const MatJob& j : jobs) {
+        if (p < j.w->panels()) {
+          return kernels_.matmul_packed(*j.w, p, p + 1, j.x, n, j.y, j.w->rows());
+        }
+        p -= j.w->panels();
+      }
+    });
+    return;
+  }
   size_t total = 0;
-  for (const MatJob& j : jobs) total += Units(*j.w, n, threads);
+  for (const MatJob& j : jobs) total += DecodeUnits(*j.w);
   ops::ForEachChunk(pool_, total, 1, [&](size_t b, size_t e, size_t) {
     for (size_t u = b; u < e; ++u) {
       size_t local = u;
       for (const MatJob& j : jobs) {
-        const size_t units = Units(*j.w, n, threads);
+        const size_t units = DecodeUnits(*j.w);
         if (local < units) {
-          const size_t unit = UnitPanels(*j.w, n, threads);
-          const size_t p0 = local * unit;
-          const size_t p1 = std::min(p0 + unit, j.w->panels());
-          kernels_.matmul_packed(*j.w, p0, p1, j.x, n, j.y, j.w->rows());
+          const size_t p0 = local * kDecodeUnitPanels;
+          const size_t p1 = std::min(p0 + kDecodeUnitPanels, j.w->panels());
+          kernels_.matmul_packed(*j.w, p0, p1, j.x, 1, j.y, j.w->rows());
           break;
         }
         local -= units;
@@ -365,10 +373,9 @@ void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
   for (size_t t = 0; t < n; ++t) {  // §8 post_attention_layernorm
     ops::RmsNorm(hidden + t * h, w.post_norm.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
   }
-  // gate and up for a unit of rows, then §10's silu(gate)*up on those rows.
-  const size_t unit = UnitPanels(w.gate_proj.packed, n, threads());
-  ops::ForEachChunk(pool_, Units(w.gate_proj.packed, n, threads()), 1, [&](size_t b, size_t e, size_t) {
-    const size_t p0 = b * unit, p1 = std::min(e * unit, w.gate_proj.packed.panels());
+  // gate and up for panels [p0, p1), then §10's silu(gate)*up on their rows.
+  auto gate_up = [&](size_t p0, size_t p1) {
+    p1 = std::min(p1, w.gate_proj.packed.panels());
     kernels_.matmul_packed(w.gate_proj.packed, p0, p1, s.normed.data(), n, s.gate.data(), inter);
     kernels_.matmul_packed(w.up_proj.packed, p0, p1, s.normed.data(), n, s.up.data(), inter);
     const size_t r0 = p0 * ops::kPanelRows, r1 = std::min(p1 * ops::kPanelRows, inter);
@@ -376,7 +383,14 @@ void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
       float* g = s.gate.data() + t * inter;
       kernels_.silu_mul(g + r0, s.up.data() + t * inter + r0, r1 - r0, g + r0);
     }
-  });
+  };
+  if (n > 1) {  // in runs, as MatMul
+    ops::ForEachInRuns(pool_, w.gate_proj.packed.panels(), [&](size_t p) { gate_up(p, p + 1); });
+  } else {
+    ops::ForEachChunk(pool_, DecodeUnits(w.gate_proj.packed), 1, [&](size_t b, size_t e, size_t) {
+      gate_up(b * kDecodeUnitPanels, e * kDecodeUnitPanels);
+    });
+  }
   MatMul({{&w.down_proj.packed, s.gate.data(), s.attn.data()}}, n);
   ops::AddInPlace(hidden, s.attn.data(), n * h);  // §10 residual
 }

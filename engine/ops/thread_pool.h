@@ -15,11 +15,14 @@
 // thread-safe: concurrent callers are serialised. Not copyable or movable.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -82,6 +85,47 @@ void ForEachChunk(ThreadPool* pool, size_t n, size_t grain, F&& fn) {
     return;
   }
   pool->ParallelFor(n, grain, fn);
+}
+
+// Calls fn(i) once for every i in [0, n), on the pool or inline. [0, n) is
+// cut into one contiguous run per pool thread; the thread that claims a
+// run walks it from its front, and a thread whose runs are done takes
+// items one at a time from the backs of the others. So each thread goes
+// through consecutive items (a prefetch reaching past the item it is on
+// fetches its own next one, not another thread's), and the job ends when
+// its last item does, not when its slowest run does.
+template <class F>
+void ForEachInRuns(ThreadPool* pool, size_t n, F&& fn) {
+  constexpr size_t kMaxRuns = 64;
+  const size_t runs = pool == nullptr ? 1 : std::min({pool->size(), kMaxRuns, n});
+  if (runs <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  // Run r: [front, back) packed as front << 32 | back; owners advance the
+  // front, others take from the back, both by CAS so no item runs twice.
+  std::array<std::atomic<uint64_t>, kMaxRuns> run;
+  for (size_t r = 0; r < runs; ++r) {
+    run[r].store(uint64_t{r * n / runs} << 32 | (r + 1) * n / runs, std::memory_order_relaxed);
+  }
+  auto take = [&](size_t r, bool from_front) -> std::optional<size_t> {
+    uint64_t s = run[r].load();
+    for (;;) {
+      const uint64_t front = s >> 32, back = s & 0xFFFFFFFFu;
+      if (front >= back) return std::nullopt;
+      const uint64_t next = from_front ? (front + 1) << 32 | back : front << 32 | (back - 1);
+      if (run[r].compare_exchange_weak(s, next)) return from_front ? front : back - 1;
+    }
+  };
+  pool->ParallelFor(runs, 1, [&](size_t b, size_t e, size_t) {
+    for (size_t r = b; r < e; ++r) {
+      while (std::optional<size_t> i = take(r, true)) fn(*i);
+    }
+    for (size_t k = 1; k < runs; ++k) {
+      const size_t r = (e - 1 + k) % runs;
+      while (std::optional<size_t> i = take(r, false)) fn(*i);
+    }
+  });
 }
 
 }  // namespace lockstep::ops

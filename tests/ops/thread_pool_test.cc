@@ -40,6 +40,29 @@ TEST(ThreadPool, ManyShortJobsInARow) {
   EXPECT_EQ(sum.load(), 80000u);
 }
 
+// Every item exactly once, whatever the pool, n, and which thread is slow
+// (owners and the threads taking from the back of their runs race).
+TEST(ThreadPool, ForEachInRunsCoversEveryItemOnce) {
+  for (size_t threads : {1, 2, 3, 4}) {
+    auto pool = ThreadPool::Create(threads);
+    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    for (size_t n : {0, 1, 2, 3, 7, 48, 1000}) {
+      for (int round = 0; round < 20; ++round) {
+        std::vector<std::atomic<int>> hits(n);
+        ForEachInRuns(pool->get(), n, [&](size_t i) {
+          if (i % 7 == static_cast<size_t>(round) % 7) {  // a slow item: others steal meanwhile
+            for (volatile int spin = 0; spin < 2000; ++spin) {
+            }
+          }
+          hits[i].fetch_add(1);
+        });
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "item " << i << " of " << n;
+      }
+    }
+  }
+  ForEachInRuns(nullptr, 3, [](size_t) {});  // no pool: inline
+}
+
 TEST(ThreadPool, ZeroThreadsIsInvalid) { EXPECT_FALSE(ThreadPool::Create(0).ok()); }
 
 }  // namespace
