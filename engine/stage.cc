@@ -233,7 +233,7 @@ void Stage::MatMul(std::initializer_list<MatJob> jobs, size_t n) const {
         if (local < units) {
           const size_t p0 = local * kDecodeUnitPanels;
           const size_t p1 = std::min(p0 + kDecodeUnitPanels, j.w->panels());
-          kernels_.matmul_packed(*j.w, p0, p1, j.x, 1, j.y, j.w->rows());
+          kernels_.matmul_packed(*j.w, p0, p1, j.x, n, j.y, j.w->rows());
           break;
         }
         local -= units;
