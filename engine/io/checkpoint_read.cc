@@ -8,8 +8,9 @@
 // piece of each, up to kSha256Lanes files at once where UpdateLanes
 // compresses several streams for about the cost of one (one file at once
 // otherwise): it reads the pieces and feeds them to the files' hashes
-// together, so each file's hash sees its bytes in order; a piece with a sink is then queued, and any thread with
-// nothing to read hands queued pieces to their sinks. Buffers are bounded,
+// together, so each file's hash sees its bytes in order; a piece with a
+// sink is then queued, and any thread with nothing to read hands queued
+// pieces to their sinks. Buffers are bounded,
 // so a reader that runs ahead of the sinks turns to feeding them instead.
 #include <algorithm>
 #include <condition_variable>

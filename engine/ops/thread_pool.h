@@ -98,6 +98,11 @@ template <class F>
 void ForEachInRuns(ThreadPool* pool, size_t n, F&& fn) {
   constexpr size_t kMaxRuns = 64;
   const size_t runs = pool == nullptr ? 1 : std::min({pool->size(), kMaxRuns, n});
+  if (n > 0xFFFFFFFFu) {  // beyond what a run's packed bounds hold: plain chunks
+    return ForEachChunk(pool, n, 1, [&](size_t b, size_t e, size_t) {
+      for (size_t i = b; i < e; ++i) fn(i);
+    });
+  }
   if (runs <= 1) {
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
