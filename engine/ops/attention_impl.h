@@ -125,17 +125,30 @@ inline void MixBlock(const float* p, size_t ps, const float* v, size_t lo, size_
     for (int x = 0; x < DV; ++x) I::Store(out + static_cast<size_t>(g) * hd + d + static_cast<size_t>(x) * L, acc[g][x]);
 }
 
+// Dims [d0, d1) of G heads: blocks of DV vectors, then of DV / 2, ... so
+// a range narrower than DV vectors (decode splits a head's dims between
+// threads) still reads each V row once, with as many accumulators as fit;
+// the last dims (fewer than a vector) as the scalar AttendMix does.
+template <class I, int DV, int G>
+void MixDims(const float* p, size_t ps, const float* v, size_t lo, size_t end, size_t hd,
+             size_t d0, size_t d1, float* out) {
+  constexpr size_t L = I::kLanes;
+  size_t d = d0;
+  for (; d + DV * L <= d1; d += DV * L) MixBlock<I, DV, G>(p, ps, v, lo, end, hd, d, out);
+  if constexpr (DV > 1) {
+    MixDims<I, DV / 2, G>(p, ps, v, lo, end, hd, d, d1, out);
+  } else if (d < d1) {
+    AttendMix(p, static_cast<size_t>(G), ps, v, lo, end, hd, d, d1, out);
+  }
+}
+
 template <class I, int DV, int GM>
 void MixHeads(const float* p, size_t g, size_t ps, const float* v, size_t lo, size_t end, size_t hd,
               size_t d0, size_t d1, float* out) {
   if constexpr (GM > 1) {
     if (g < static_cast<size_t>(GM)) return MixHeads<I, DV, GM - 1>(p, g, ps, v, lo, end, hd, d0, d1, out);
   }
-  constexpr size_t L = I::kLanes;
-  size_t d = d0;
-  for (; d + DV * L <= d1; d += DV * L) MixBlock<I, DV, GM>(p, ps, v, lo, end, hd, d, out);
-  for (; d + L <= d1; d += L) MixBlock<I, 1, GM>(p, ps, v, lo, end, hd, d, out);
-  if (d < d1) AttendMix(p, static_cast<size_t>(GM), ps, v, lo, end, hd, d, d1, out);
+  MixDims<I, DV, GM>(p, ps, v, lo, end, hd, d0, d1, out);
 }
 
 // The attend_mix slot: DV vectors of dims x up to GM heads per pass over V.

@@ -116,7 +116,8 @@ TEST(AttentionKernels, MixEqualsScalar) {
         for (size_t end : {0, 1, 5, 16, 33})
           for (size_t lo : {size_t{0}, size_t{1}, end / 2}) {
             if (lo > end) continue;
-            for (auto [d0, d1] : {std::pair{size_t{0}, hd}, std::pair{hd / 3, hd}, std::pair{size_t{0}, hd / 2}}) {
+            for (auto [d0, d1] : {std::pair{size_t{0}, hd}, std::pair{hd / 3, hd}, std::pair{size_t{0}, hd / 2},
+                                  std::pair{hd / 2, hd}}) {
               const size_t ps = end + 3;
               const auto p = RandomValues(rng, g * ps + 1, special);
               const auto v = RandomValues(rng, end * hd + 1, special);
