@@ -334,18 +334,17 @@ void Stage::AttendSplit(int layer, size_t n, ForwardScratch& s) const {
   size_t last = 0;  // the longest row's last entry
   for (size_t i = 0; i < n; ++i) last = std::max(last, s.rows[i].entry);
   const size_t chunks = (last / T + kChunkTiles) / kChunkTiles;
-  ops::ForEachChunk(pool_, n * kvh * chunks, 1, [&](size_t b, size_t e, size_t) {  // §9.2
-    for (size_t item = b; item < e; ++item) {
-      const size_t i = item / (kvh * chunks), h = item / chunks % kvh, c = item % chunks;
-      size_t lo, end;
-      visible(i, &lo, &end);
-      const size_t t0 = std::max(lo / T, c * kChunkTiles);
-      const size_t t1 = std::min((end + T - 1) / T, (c + 1) * kChunkTiles);
-      if (t0 >= t1) continue;
-      const size_t at = i * heads + h * group;
-      kernels_.attend_scores(s.q.data() + at * hd, group, s.rows[i].cache->k_tiles(layer, h), t0,
-                             t1, hd, attn_scale_, s.scores.data() + at * ss, ss);
-    }
+  // In runs: a thread's K prefetch reaches into the next chunk, its own.
+  ops::ForEachInRuns(pool_, n * kvh * chunks, [&](size_t item) {  // §9.2
+    const size_t i = item / (kvh * chunks), h = item / chunks % kvh, c = item % chunks;
+    size_t lo, end;
+    visible(i, &lo, &end);
+    const size_t t0 = std::max(lo / T, c * kChunkTiles);
+    const size_t t1 = std::min((end + T - 1) / T, (c + 1) * kChunkTiles);
+    if (t0 >= t1) return;
+    const size_t at = i * heads + h * group;
+    kernels_.attend_scores(s.q.data() + at * hd, group, s.rows[i].cache->k_tiles(layer, h), t0,
+                           t1, hd, attn_scale_, s.scores.data() + at * ss, ss);
   });
   ops::ForEachChunk(pool_, n * kvh, 1, [&](size_t b, size_t e, size_t) {  // §9.3
     for (size_t item = b; item < e; ++item) {
