@@ -11,10 +11,10 @@
 namespace lockstep {
 namespace {
 
-// Panels one thread claims at a time in a decode (one row): 2, as the
-// decode kernel streams two panels at once. Several rows go through
-// ForEachInRuns, one panel at a time (see MatMul).
-constexpr size_t kDecodeUnitPanels = 2;
+// Panels in one work item of a matmul: 2, as the kernels take panels in
+// pairs (decode streams two at once; several rows share each broadcast
+// between two panels' rows).
+constexpr size_t kUnitPanels = 2;
 
 // Grows v to at least n elements (allocates only when it must).
 void Fit(std::vector<float>& v, size_t n) {
@@ -44,8 +44,14 @@ void AddBias(const std::vector<float>& bias, float* y, size_t n) {
   for (size_t t = 0; t < n; ++t) ops::AddInPlace(y + t * bias.size(), bias.data(), bias.size());
 }
 
-size_t DecodeUnits(const ops::PackedMatrix& w) {
-  return (w.panels() + kDecodeUnitPanels - 1) / kDecodeUnitPanels;
+size_t Units(const ops::PackedMatrix& w) {
+  return (w.panels() + kUnitPanels - 1) / kUnitPanels;
+}
+
+// Panels [p0, p1) of work item u of w.
+size_t UnitBegin(size_t u) { return u * kUnitPanels; }
+size_t UnitEnd(const ops::PackedMatrix& w, size_t u) {
+  return std::min((u + 1) * kUnitPanels, w.panels());
 }
 
 }  // namespace
@@ -201,8 +207,8 @@ Status Stage::Prepare(std::span<const BatchItem> items, ForwardScratch& s) const
 }
 
 // y = W x for every job, n tokens each, every row one sequential dot
-// (§5.2). One row: units of kDecodeUnitPanels panels claimed dynamically.
-// Several rows: the jobs' panels in one contiguous run per thread
+// (§5.2), in work items of kUnitPanels panels. One row: items claimed
+// dynamically. Several rows: the jobs' items in one contiguous run per thread
 // (ops::ForEachInRuns), so a thread's weight stream runs on from panel to
 // panel and the prefetch that reaches past the panel it is on fetches the
 // thread's own next panel; with panels claimed one by one from a shared
@@ -210,35 +216,19 @@ Status Stage::Prepare(std::span<const BatchItem> items, ForwardScratch& s) const
 // (`ops_bench --benchmark_filter=MatmulStream`, 8 rows: 14.9-16.2 ms per
 // model-sized stream one panel per claim, 13.7 ms in runs).
 void Stage::MatMul(std::initializer_list<MatJob> jobs, size_t n) const {
-  if (n > 1) {
-    size_t total = 0;
-    for (const MatJob& j : jobs) total += j.w->panels();
-    ops::ForEachInRuns(pool_, total, [&](size_t p) {
-      for (const MatJob& j : jobs) {
-        if (p < j.w->panels()) {
-          return kernels_.matmul_packed(*j.w, p, p + 1, j.x, n, j.y, j.w->rows());
-        }
-        p -= j.w->panels();
-      }
-    });
-    return;
-  }
   size_t total = 0;
-  for (const MatJob& j : jobs) total += DecodeUnits(*j.w);
-  ops::ForEachChunk(pool_, total, 1, [&](size_t b, size_t e, size_t) {
-    for (size_t u = b; u < e; ++u) {
-      size_t local = u;
-      for (const MatJob& j : jobs) {
-        const size_t units = DecodeUnits(*j.w);
-        if (local < units) {
-          const size_t p0 = local * kDecodeUnitPanels;
-          const size_t p1 = std::min(p0 + kDecodeUnitPanels, j.w->panels());
-          kernels_.matmul_packed(*j.w, p0, p1, j.x, n, j.y, j.w->rows());
-          break;
-        }
-        local -= units;
+  for (const MatJob& j : jobs) total += Units(*j.w);
+  auto unit = [&](size_t u) {
+    for (const MatJob& j : jobs) {
+      if (u < Units(*j.w)) {
+        return kernels_.matmul_packed(*j.w, UnitBegin(u), UnitEnd(*j.w, u), j.x, n, j.y, j.w->rows());
       }
+      u -= Units(*j.w);
     }
+  };
+  if (n > 1) return ops::ForEachInRuns(pool_, total, unit);
+  ops::ForEachChunk(pool_, total, 1, [&](size_t b, size_t e, size_t) {
+    for (size_t u = b; u < e; ++u) unit(u);
   });
 }
 
@@ -383,11 +373,12 @@ void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
       kernels_.silu_mul(g + r0, s.up.data() + t * inter + r0, r1 - r0, g + r0);
     }
   };
+  const ops::PackedMatrix& g = w.gate_proj.packed;
   if (n > 1) {  // in runs, as MatMul
-    ops::ForEachInRuns(pool_, w.gate_proj.packed.panels(), [&](size_t p) { gate_up(p, p + 1); });
+    ops::ForEachInRuns(pool_, Units(g), [&](size_t u) { gate_up(UnitBegin(u), UnitEnd(g, u)); });
   } else {
-    ops::ForEachChunk(pool_, DecodeUnits(w.gate_proj.packed), 1, [&](size_t b, size_t e, size_t) {
-      gate_up(b * kDecodeUnitPanels, e * kDecodeUnitPanels);
+    ops::ForEachChunk(pool_, Units(g), 1, [&](size_t b, size_t e, size_t) {
+      gate_up(UnitBegin(b), UnitBegin(e));
     });
   }
   MatMul({{&w.down_proj.packed, s.gate.data(), s.attn.data()}}, n);

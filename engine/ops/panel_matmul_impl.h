@@ -153,9 +153,49 @@ inline void PrefillTail(const PackedMatrix& w, size_t p, const float* x, size_t 
   }
 }
 
-// The kernel-table entry: I's decode shape (NPD panels) and prefill shape
-// (RVP vectors x NTP tokens).
-template <class I, class T, int NPD, int RVP, int NTP>
+// NT tokens of NP whole panels in one tile: each broadcast x value feeds
+// NP * kPanelRows / L lanes' vectors, not one panel's. Where the
+// broadcasts share the FP pipes with the muls and adds, that is what keeps
+// a several-token matmul near the no-FMA peak.
+template <class I, class T, int NP, int NT>
+inline void PanelsTile(const PackedMatrix& w, size_t p, const float* x, float* y, size_t ys) {
+  constexpr int RV = static_cast<int>(kPanelRows / I::kLanes);
+  const T* panels[NP];
+  for (int i = 0; i < NP; ++i) panels[i] = PanelOf(w, p + static_cast<size_t>(i), static_cast<const T*>(nullptr));
+  alignas(64) float tmp[NP * NT * kPanelRows];
+  Tile<I, T, NP, RV, NT, 0>(panels, w.cols(), x, w.cols(), tmp);
+  Scatter(w, p, NP, NT, tmp, y, ys);
+}
+
+template <class I, class T, int NP, int NT>
+inline void PanelsTail(const PackedMatrix& w, size_t p, const float* x, size_t rem, float* y,
+                       size_t ys) {
+  if constexpr (NT > 1) {
+    if (rem == NT) return PanelsTile<I, T, NP, NT>(w, p, x, y, ys);
+    return PanelsTail<I, T, NP, NT - 1>(w, p, x, rem, y, ys);
+  } else {
+    PanelsTile<I, T, NP, 1>(w, p, x, y, ys);
+  }
+}
+
+// n_tok tokens of panels [p, p + NP): tiles of NT tokens, then the rest.
+template <class I, class T, int NP, int NT>
+inline void PanelsAllTokens(const PackedMatrix& w, size_t p, const float* x, size_t n_tok,
+                            float* y, size_t ys) {
+  const size_t cols = w.cols();
+  size_t t = 0;
+  for (; t + NT <= n_tok; t += NT) PanelsTile<I, T, NP, NT>(w, p, x + t * cols, y + t * ys, ys);
+  if (t < n_tok) PanelsTail<I, T, NP, NT - 1>(w, p, x + t * cols, n_tok - t, y + t * ys, ys);
+}
+
+// The kernel-table entry: I's decode shape (NPD panels), prefill shape
+// (RVP vectors x NTP tokens) and, if NPP > 1, the shape for more than NTP
+// tokens: whole groups of NPP panels x NTPP tokens (a range's leftover
+// panels take the prefill shape). Up to NTP tokens stay in one pass over
+// each panel: a second pass over panels already in cache leaves the memory
+// idle while it runs, which costs a weight-streaming batch more than the
+// broadcasts it saves.
+template <class I, class T, int NPD, int RVP, int NTP, int NPP = 1, int NTPP = 1>
 void MatmulPackedT(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
                    float* y, size_t ys) {
   const size_t cols = w.cols();
@@ -164,6 +204,12 @@ void MatmulPackedT(const PackedMatrix& w, size_t p0, size_t p1, const float* x, 
     for (; p + NPD <= p1; p += NPD) DecodePanels<I, T, NPD>(w, p, x, y);
     for (; p < p1; ++p) DecodePanels<I, T, 1>(w, p, x, y);
     return;
+  }
+  if constexpr (NPP > 1) {
+    static_assert(RVP == static_cast<int>(kPanelRows / I::kLanes), "NPP tiles take whole panels");
+    if (n_tok > static_cast<size_t>(NTP)) {  // else one pass streams each panel once
+      for (; p0 + NPP <= p1; p0 += NPP) PanelsAllTokens<I, T, NPP, NTPP>(w, p0, x, n_tok, y, ys);
+    }
   }
   for (size_t p = p0; p < p1; ++p) {
     size_t t = 0;
@@ -176,13 +222,13 @@ void MatmulPackedT(const PackedMatrix& w, size_t p0, size_t p1, const float* x, 
   }
 }
 
-template <class I, int NPD, int RVP, int NTP>
+template <class I, int NPD, int RVP, int NTP, int NPP = 1, int NTPP = 1>
 void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
                   float* y, size_t ys) {
   if (w.type() == WeightType::kF32) {
-    MatmulPackedT<I, float, NPD, RVP, NTP>(w, p0, p1, x, n_tok, y, ys);
+    MatmulPackedT<I, float, NPD, RVP, NTP, NPP, NTPP>(w, p0, p1, x, n_tok, y, ys);
   } else {
-    MatmulPackedT<I, uint16_t, NPD, RVP, NTP>(w, p0, p1, x, n_tok, y, ys);
+    MatmulPackedT<I, uint16_t, NPD, RVP, NTP, NPP, NTPP>(w, p0, p1, x, n_tok, y, ys);
   }
 }
 
