@@ -89,9 +89,12 @@ Status BatchedStep(const Stage& st, std::vector<Session>& ss, Batch& b) {
 
 // STREAM-style bandwidth over buffers far larger than the caches, split
 // across the pool: read (xor of 64-bit words) and triad a = b + s*c
-// (3 arrays counted, as STREAM does). Best of `repeats`, in GB/s.
+// (3 arrays counted, as STREAM does). Best of `repeats`, in GB/s. 512 MB
+// arrays: a VM's reported cache sizes can be smaller than the host's (a
+// guest reporting 32 MB of L3 read a 128 MB array at 50-60 GB/s in about
+// one run in three, 30-35 GB/s otherwise).
 void MeasureStream(ops::ThreadPool* pool, size_t repeats, BenchFigures* f) {
-  const size_t n = size_t{32} << 20;  // floats per array: 128 MB each
+  const size_t n = size_t{128} << 20;  // floats per array: 512 MB each
   std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.5f);
   const size_t chunk = size_t{1} << 18;
   std::vector<uint64_t> sink((n + chunk - 1) / chunk);
