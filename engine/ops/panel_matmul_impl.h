@@ -142,15 +142,14 @@ inline void PrefillPanel(const PackedMatrix& w, size_t p, const float* x, float*
   Scatter(w, p, 1, NT, tmp, y, ys);
 }
 
-template <class I, class T, int RV, int NT>
-inline void PrefillTail(const PackedMatrix& w, size_t p, const float* x, size_t rem, float* y,
-                        size_t ys) {
+// Calls tile.template operator()<rem>() for a run-time 1 <= rem <= NT: the
+// tail of a token loop, as a tile of exactly its size.
+template <int NT, class F>
+inline void WithTokenCount(size_t rem, F&& tile) {
   if constexpr (NT > 1) {
-    if (rem == NT) return PrefillPanel<I, T, RV, NT>(w, p, x, y, ys);
-    return PrefillTail<I, T, RV, NT - 1>(w, p, x, rem, y, ys);
-  } else {
-    PrefillPanel<I, T, RV, 1>(w, p, x, y, ys);
+    if (rem < static_cast<size_t>(NT)) return WithTokenCount<NT - 1>(rem, tile);
   }
+  tile.template operator()<NT>();
 }
 
 // NT tokens of NP whole panels in one tile: each broadcast x value feeds
@@ -167,17 +166,6 @@ inline void PanelsTile(const PackedMatrix& w, size_t p, const float* x, float* y
   Scatter(w, p, NP, NT, tmp, y, ys);
 }
 
-template <class I, class T, int NP, int NT>
-inline void PanelsTail(const PackedMatrix& w, size_t p, const float* x, size_t rem, float* y,
-                       size_t ys) {
-  if constexpr (NT > 1) {
-    if (rem == NT) return PanelsTile<I, T, NP, NT>(w, p, x, y, ys);
-    return PanelsTail<I, T, NP, NT - 1>(w, p, x, rem, y, ys);
-  } else {
-    PanelsTile<I, T, NP, 1>(w, p, x, y, ys);
-  }
-}
-
 // n_tok tokens of panels [p, p + NP): tiles of NT tokens, then the rest.
 template <class I, class T, int NP, int NT>
 inline void PanelsAllTokens(const PackedMatrix& w, size_t p, const float* x, size_t n_tok,
@@ -185,7 +173,13 @@ inline void PanelsAllTokens(const PackedMatrix& w, size_t p, const float* x, siz
   const size_t cols = w.cols();
   size_t t = 0;
   for (; t + NT <= n_tok; t += NT) PanelsTile<I, T, NP, NT>(w, p, x + t * cols, y + t * ys, ys);
-  if (t < n_tok) PanelsTail<I, T, NP, NT - 1>(w, p, x + t * cols, n_tok - t, y + t * ys, ys);
+  if constexpr (NT > 1) {
+    if (t < n_tok) {
+      WithTokenCount<NT - 1>(n_tok - t, [&]<int K>() {
+        PanelsTile<I, T, NP, K>(w, p, x + t * cols, y + t * ys, ys);
+      });
+    }
+  }
 }
 
 // The kernel-table entry: I's decode shape (NPD panels), prefill shape
@@ -217,7 +211,11 @@ void MatmulPackedT(const PackedMatrix& w, size_t p0, size_t p1, const float* x, 
       PrefillPanel<I, T, RVP, NTP>(w, p, x + t * cols, y + t * ys, ys);
     }
     if constexpr (NTP > 1) {
-      if (t < n_tok) PrefillTail<I, T, RVP, NTP - 1>(w, p, x + t * cols, n_tok - t, y + t * ys, ys);
+      if (t < n_tok) {
+        WithTokenCount<NTP - 1>(n_tok - t, [&]<int K>() {
+          PrefillPanel<I, T, RVP, K>(w, p, x + t * cols, y + t * ys, ys);
+        });
+      }
     }
   }
 }
