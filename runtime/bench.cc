@@ -6,10 +6,11 @@
 #include <chrono>
 #include <iostream>
 
-#include "base/sha256.h"
 #include "engine/local_backend.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/thread_pool.h"
+#include "engine/step_outcome.h"
+#include "engine/witness.h"
 #include "runtime/local_run.h"
 #include "runtime/timed_backend.h"
 
@@ -36,41 +37,50 @@ std::vector<uint32_t> Prompt(size_t len, size_t s, size_t vocab) {
 }
 
 // One greedy session on its own LocalBackend (cache reserved for the whole
-// decode) and the running digest of every step's logits bits.
+// decode), its witness chain and its last step's outcome.
 struct Session {
   std::unique_ptr<LocalBackend> backend;
   std::vector<float> hidden, logits;  // [1][hidden] for batched steps; [vocab]
   std::vector<uint32_t> tokens;
-  Sha256Stream digest;
+  WitnessChain chain;
+  StepOutcome outcome;
 };
 
-Session NewSession(const Stage& st, size_t prompt_len, size_t gen) {
-  Session s{std::make_unique<LocalBackend>(st, prompt_len + gen), {}, {}, {}, {}};
+Session NewSession(const Stage& st, const WitnessSeed& seed, std::span<const uint32_t> prompt,
+                   size_t gen) {
+  Session s{std::make_unique<LocalBackend>(st, prompt.size() + gen), {}, {}, {},
+            WitnessChain(seed, prompt), {}};
   s.hidden.reserve(st.hidden());
   s.logits.resize(st.vocab());
-  s.tokens.reserve(prompt_len + gen);
+  s.tokens.reserve(prompt.size() + gen);
   return s;
 }
 
-void Choose(Session& s, std::span<const float> logits) {
-  s.digest.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()),
-                                           logits.size() * sizeof(float)));
-  s.tokens.push_back(ops::ArgmaxFirst(logits.data(), logits.size()));
+const SamplingParams kGreedy{};
+
+// A step's choice as a decode makes it (ChooseAndWitnessAll: the token,
+// the chain fold and the logits digest, on the stage's pool).
+StepChoice ChoiceOf(Session& s, std::span<const float> logits) {
+  return {logits, &kGreedy, static_cast<uint32_t>(s.tokens.size()), &s.chain, nullptr, &s.outcome};
 }
 
-// The path every decode takes: LocalBackend::Feed.
-Status Step(Session& s, std::span<const uint32_t> feed) {
+// The path every decode takes: LocalBackend::Feed, then the step's choice.
+Status Step(const Stage& st, Session& s, std::span<const uint32_t> feed) {
   LOCKSTEP_RETURN_IF_ERROR(s.backend->Feed(feed, &s.logits));
-  Choose(s, s.logits);
+  const StepChoice c = ChoiceOf(s, s.logits);
+  ChooseAndWitnessAll(std::span(&c, 1), st.pool());
+  s.tokens.push_back(s.outcome.token);
   return Status::Ok();
 }
 
 // One decode step of every session as one batch (ForwardBatch +
-// LogitsBatch), each session feeding its last token.
+// LogitsBatch, then every session's choice at once, as the server's
+// scheduler does), each session feeding its last token.
 struct Batch {
   ForwardScratch scratch;
   std::vector<Stage::BatchItem> items;
   std::vector<float> last, logits;  // [S][hidden], [S][vocab]
+  std::vector<StepChoice> choices;
 };
 
 Status BatchedStep(const Stage& st, std::vector<Session>& ss, Batch& b) {
@@ -83,7 +93,12 @@ Status BatchedStep(const Stage& st, std::vector<Session>& ss, Batch& b) {
   LOCKSTEP_RETURN_IF_ERROR(st.ForwardBatch(b.items, b.scratch));
   for (size_t i = 0; i < S; ++i) std::copy_n(ss[i].hidden.begin(), h, b.last.begin() + static_cast<ptrdiff_t>(i * h));
   st.LogitsBatch(b.last, b.logits, b.scratch);
-  for (size_t i = 0; i < S; ++i) Choose(ss[i], std::span<const float>(b.logits).subspan(i * vocab, vocab));
+  b.choices.clear();
+  for (size_t i = 0; i < S; ++i) {
+    b.choices.push_back(ChoiceOf(ss[i], std::span<const float>(b.logits).subspan(i * vocab, vocab)));
+  }
+  ChooseAndWitnessAll(b.choices, st.pool());
+  for (Session& s : ss) s.tokens.push_back(s.outcome.token);
   return Status::Ok();
 }
 
@@ -124,13 +139,14 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-Status MeasurePrefill(const Stage& st, const BenchOptions& o, BenchFigures* f) {
+Status MeasurePrefill(const Stage& st, const WitnessSeed& seed, const BenchOptions& o,
+                      BenchFigures* f) {
   std::vector<double> rates;
   const std::vector<uint32_t> prompt = Prompt(o.prompt_len, 99, st.vocab());
   for (size_t r = 0; r < std::max<size_t>(o.repeats, 1); ++r) {
-    Session s = NewSession(st, o.prompt_len, 1);
+    Session s = NewSession(st, seed, prompt, 1);
     const auto t0 = Clock::now();
-    LOCKSTEP_RETURN_IF_ERROR(Step(s, prompt));
+    LOCKSTEP_RETURN_IF_ERROR(Step(st, s, prompt));
     rates.push_back(static_cast<double>(o.prompt_len) / Since(t0));
   }
   f->prefill_tok_s = *std::max_element(rates.begin(), rates.end());
@@ -140,32 +156,37 @@ Status MeasurePrefill(const Stage& st, const BenchOptions& o, BenchFigures* f) {
 
 // S sessions decoded as one batch, interleaved step by step with the same
 // S sessions decoded solo (so both see the same machine load); every
-// batched session's tokens and logits digest must equal its solo twin's.
-Status MeasureBatched(const Stage& st, const BenchOptions& o, BenchFigures* f) {
+// batched session's tokens, witness chain and last logits digest must
+// equal its solo twin's.
+Status MeasureBatched(const Stage& st, const WitnessSeed& seed, const BenchOptions& o,
+                      BenchFigures* f) {
   const size_t S = o.sessions, len = o.decode_prompt_len;
   std::vector<Session> batched, solo;
   for (size_t i = 0; i < S; ++i) {
-    batched.push_back(NewSession(st, len, o.gen));
-    solo.push_back(NewSession(st, len, o.gen));
-    LOCKSTEP_RETURN_IF_ERROR(Step(batched[i], Prompt(len, i, st.vocab())));
-    LOCKSTEP_RETURN_IF_ERROR(Step(solo[i], Prompt(len, i, st.vocab())));
+    const std::vector<uint32_t> prompt = Prompt(len, i, st.vocab());
+    batched.push_back(NewSession(st, seed, prompt, o.gen));
+    solo.push_back(NewSession(st, seed, prompt, o.gen));
+    LOCKSTEP_RETURN_IF_ERROR(Step(st, batched[i], prompt));
+    LOCKSTEP_RETURN_IF_ERROR(Step(st, solo[i], prompt));
   }
   Batch b{st.NewScratch(S, len + o.gen), std::vector<Stage::BatchItem>(S),
-          std::vector<float>(S * st.hidden()), std::vector<float>(S * st.vocab())};
+          std::vector<float>(S * st.hidden()), std::vector<float>(S * st.vocab()), {}};
+  b.choices.reserve(S);
   double t_batch = 0, t_solo = 0;
   for (size_t step = 1; step < o.gen; ++step) {
     auto t0 = Clock::now();
     LOCKSTEP_RETURN_IF_ERROR(BatchedStep(st, batched, b));
     t_batch += Since(t0);
     t0 = Clock::now();
-    for (Session& s : solo) LOCKSTEP_RETURN_IF_ERROR(Step(s, std::span(&s.tokens.back(), 1)));
+    for (Session& s : solo) LOCKSTEP_RETURN_IF_ERROR(Step(st, s, std::span(&s.tokens.back(), 1)));
     t_solo += Since(t0);
   }
   f->batched_tok_s = static_cast<double>(S * (o.gen - 1)) / t_batch;
   f->solo_tok_s = static_cast<double>(S * (o.gen - 1)) / t_solo;
   for (size_t i = 0; i < S; ++i) {
     if (batched[i].tokens != solo[i].tokens ||
-        batched[i].digest.Finalize() != solo[i].digest.Finalize()) {
+        batched[i].outcome.logits_sha256 != solo[i].outcome.logits_sha256 ||
+        batched[i].chain.Finalize() != solo[i].chain.Finalize()) {
       f->batched_equals_solo = false;
     }
   }
@@ -207,8 +228,8 @@ Result<BenchFigures> RunBench(const BenchOptions& o) {
   f->load_s = Since(t0);
   LOCKSTEP_RETURN_IF_ERROR(MeasureDecode(*stage, model.Seed(), o, t0, f));
   f->weight_bytes = stage->weight_bytes_per_token();
-  LOCKSTEP_RETURN_IF_ERROR(MeasurePrefill(*stage, o, f));
-  if (o.sessions > 1) LOCKSTEP_RETURN_IF_ERROR(MeasureBatched(*stage, o, f));
+  LOCKSTEP_RETURN_IF_ERROR(MeasurePrefill(*stage, model.Seed(), o, f));
+  if (o.sessions > 1) LOCKSTEP_RETURN_IF_ERROR(MeasureBatched(*stage, model.Seed(), o, f));
   f->peak_rss = PeakRssBytes();
   MeasureStream(stage.pool.get(), o.repeats, f);
   return figures;
