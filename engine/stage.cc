@@ -54,6 +54,16 @@ size_t UnitEnd(const ops::PackedMatrix& w, size_t u) {
   return std::min((u + 1) * kUnitPanels, w.panels());
 }
 
+// fn(u) for every work item u in [0, units) of a matmul over n rows: one
+// row, items claimed dynamically; several, in runs (see Stage::MatMul).
+template <class F>
+void ForEachUnit(ops::ThreadPool* pool, size_t n, size_t units, F&& fn) {
+  if (n > 1) return ops::ForEachInRuns(pool, units, fn);
+  ops::ForEachChunk(pool, units, 1, [&](size_t b, size_t e, size_t) {
+    for (size_t u = b; u < e; ++u) fn(u);
+  });
+}
+
 }  // namespace
 
 Stage::Stage(ModelConfig config, StageWeights weights, const ops::Kernels& kernels)
@@ -226,10 +236,7 @@ void Stage::MatMul(std::initializer_list<MatJob> jobs, size_t n) const {
       u -= Units(*j.w);
     }
   };
-  if (n > 1) return ops::ForEachInRuns(pool_, total, unit);
-  ops::ForEachChunk(pool_, total, 1, [&](size_t b, size_t e, size_t) {
-    for (size_t u = b; u < e; ++u) unit(u);
-  });
+  ForEachUnit(pool_, n, total, unit);
 }
 
 // One transformer layer over n positions (§8-§10).
@@ -362,25 +369,19 @@ void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
   for (size_t t = 0; t < n; ++t) {  // §8 post_attention_layernorm
     ops::RmsNorm(hidden + t * h, w.post_norm.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
   }
-  // gate and up for panels [p0, p1), then §10's silu(gate)*up on their rows.
-  auto gate_up = [&](size_t p0, size_t p1) {
-    p1 = std::min(p1, w.gate_proj.packed.panels());
-    kernels_.matmul_packed(w.gate_proj.packed, p0, p1, s.normed.data(), n, s.gate.data(), inter);
+  // gate and up for work item u's panels, then §10's silu(gate)*up on their
+  // rows; items as MatMul's.
+  const ops::PackedMatrix& g = w.gate_proj.packed;
+  ForEachUnit(pool_, n, Units(g), [&](size_t u) {
+    const size_t p0 = UnitBegin(u), p1 = UnitEnd(g, u);
+    kernels_.matmul_packed(g, p0, p1, s.normed.data(), n, s.gate.data(), inter);
     kernels_.matmul_packed(w.up_proj.packed, p0, p1, s.normed.data(), n, s.up.data(), inter);
     const size_t r0 = p0 * ops::kPanelRows, r1 = std::min(p1 * ops::kPanelRows, inter);
     for (size_t t = 0; t < n; ++t) {
-      float* g = s.gate.data() + t * inter;
-      kernels_.silu_mul(g + r0, s.up.data() + t * inter + r0, r1 - r0, g + r0);
+      float* gt = s.gate.data() + t * inter;
+      kernels_.silu_mul(gt + r0, s.up.data() + t * inter + r0, r1 - r0, gt + r0);
     }
-  };
-  const ops::PackedMatrix& g = w.gate_proj.packed;
-  if (n > 1) {  // in runs, as MatMul
-    ops::ForEachInRuns(pool_, Units(g), [&](size_t u) { gate_up(UnitBegin(u), UnitEnd(g, u)); });
-  } else {
-    ops::ForEachChunk(pool_, Units(g), 1, [&](size_t b, size_t e, size_t) {
-      gate_up(UnitBegin(b), UnitBegin(e));
-    });
-  }
+  });
   MatMul({{&w.down_proj.packed, s.gate.data(), s.attn.data()}}, n);
   ops::AddInPlace(hidden, s.attn.data(), n * h);  // §10 residual
 }
