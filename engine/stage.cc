@@ -64,6 +64,15 @@ void ForEachUnit(ops::ThreadPool* pool, size_t n, size_t units, F&& fn) {
   });
 }
 
+// fn(t) for every row t < n. Rows are independent (each writes only its
+// own outputs), so several are split across the pool; one runs inline.
+template <class F>
+void ForEachRow(ops::ThreadPool* pool, size_t n, F&& fn) {
+  ops::ForEachChunk(pool, n, 1, [&](size_t b, size_t e, size_t) {
+    for (size_t t = b; t < e; ++t) fn(t);
+  });
+}
+
 }  // namespace
 
 Stage::Stage(ModelConfig config, StageWeights weights, const ops::Kernels& kernels)
@@ -243,9 +252,9 @@ void Stage::MatMul(std::initializer_list<MatJob> jobs, size_t n) const {
 void Stage::Layer(int layer, float* hidden, size_t n, ForwardScratch& s) const {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer - spec().lo)];
   const size_t h = this->hidden();
-  for (size_t t = 0; t < n; ++t) {  // §8 input_layernorm
+  ForEachRow(pool_, n, [&](size_t t) {  // §8 input_layernorm
     ops::RmsNorm(hidden + t * h, w.input_norm.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
-  }
+  });
   Attention(layer, w, n, s);                   // §9.1-9.4, o_proj into s.attn
   ops::AddInPlace(hidden, s.attn.data(), n * h);  // §9.5 residual
   Mlp(w, hidden, n, s);                        // §10
@@ -262,7 +271,7 @@ void Stage::Attention(int layer, const LayerWeights& w, size_t n, ForwardScratch
   AddBias(w.q_bias, s.q.data(), n);
   AddBias(w.k_bias, s.k.data(), n);
   AddBias(w.v_bias, s.v.data(), n);
-  for (size_t i = 0; i < n; ++i) {  // §7.4: q in place; K (raw and rotated) and V to the cache
+  ForEachRow(pool_, n, [&](size_t i) {  // §7.4: q in place; K (raw and rotated) and V to the cache
     const ForwardScratch::Row& r = s.rows[i];
     std::span<const float> cos_v(s.rope.data() + i * 2 * half, half);
     std::span<const float> sin_v(s.rope.data() + i * 2 * half + half, half);
@@ -272,7 +281,7 @@ void Stage::Attention(int layer, const LayerWeights& w, size_t n, ForwardScratch
     ops::RotateHalf(std::span<float>(s.q.data() + i * qw, qw), hd, cos_v, sin_v);
     ops::RotateHalf(std::span<float>(k, kvw), hd, cos_v, sin_v);
     r.cache->SetK(layer, r.entry, k);
-  }
+  });
   AttendAll(layer, n, s);
   MatMul({{&w.o_proj.packed, s.mixed.data(), s.attn.data()}}, n);  // §9.5
 }
@@ -366,9 +375,9 @@ void Stage::AttendSplit(int layer, size_t n, ForwardScratch& s) const {
 void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& s) const {
   const size_t h = this->hidden();
   const size_t inter = w.gate_proj.rows;
-  for (size_t t = 0; t < n; ++t) {  // §8 post_attention_layernorm
+  ForEachRow(pool_, n, [&](size_t t) {  // §8 post_attention_layernorm
     ops::RmsNorm(hidden + t * h, w.post_norm.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
-  }
+  });
   // gate and up for work item u's panels, then §10's silu(gate)*up on their
   // rows; items as MatMul's.
   const ops::PackedMatrix& g = w.gate_proj.packed;
@@ -394,10 +403,10 @@ void Stage::LogitsBatch(std::span<const float> rows, std::span<float> logits,
                         ForwardScratch& s) const {
   const size_t h = hidden(), n = rows.size() / h;
   Fit(s.normed, n * h);
-  for (size_t t = 0; t < n; ++t) {  // §11.1
+  ForEachRow(pool_, n, [&](size_t t) {  // §11.1
     ops::RmsNorm(rows.data() + t * h, weights_.final_norm.data(), h, config_.rms_norm_eps,
                  s.normed.data() + t * h);
-  }
+  });
   MatMul({{&weights_.head().packed, s.normed.data(), logits.data()}}, n);
 }
 
