@@ -32,25 +32,26 @@ std::span<const uint8_t> BytesOf(std::span<const float> logits) {
   return {reinterpret_cast<const uint8_t*>(logits.data()), logits.size_bytes()};
 }
 
-// Two choices whose four digests (each one's chain and logits hash) are
-// fed together: UpdateLanes costs ~2.3 streams for the four where the CPU
-// hashes lanes together (a lone pair of streams costs more than two
-// separate ones, so an odd choice is left to ChooseHalf).
-void ChoosePair(std::span<const StepChoice, 2> pair) {
-  std::array<Sha256Stream, 2> hashes;
-  std::array<Sha256Stream*, 4> streams{};
-  std::array<std::span<const uint8_t>, 4> bytes;
-  for (size_t i = 0; i < 2; ++i) {
-    const StepChoice& c = pair[i];
+// Up to kGroup choices whose digests (each one's chain and logits hash,
+// two streams per choice) are fed together through UpdateLanes.
+constexpr size_t kGroup = kSha256Lanes / 2;
+
+void ChooseGroup(std::span<const StepChoice> group) {
+  std::array<Sha256Stream, kGroup> hashes;
+  std::array<Sha256Stream*, kSha256Lanes> streams{};
+  std::array<std::span<const uint8_t>, kSha256Lanes> bytes;
+  const size_t n = group.size();
+  for (size_t i = 0; i < n; ++i) {
+    const StepChoice& c = group[i];
     c.out->token = ChooseToken(c.logits, *c.params, c.step, c.scratch);  // §11.2
     streams[2 * i] = c.chain->logits_stream();                          // §12.1 item 7
     streams[2 * i + 1] = &hashes[i];
     bytes[2 * i] = bytes[2 * i + 1] = BytesOf(c.logits);
   }
-  UpdateLanes(streams, bytes);
-  for (size_t i = 0; i < 2; ++i) {
-    pair[i].chain->AddToken(pair[i].out->token);
-    pair[i].out->logits_sha256 = hashes[i].Finalize();
+  UpdateLanes(std::span(streams).first(2 * n), std::span(bytes).first(2 * n));
+  for (size_t i = 0; i < n; ++i) {
+    group[i].chain->AddToken(group[i].out->token);
+    group[i].out->logits_sha256 = hashes[i].Finalize();
   }
 }
 
@@ -68,17 +69,22 @@ void ChooseHalf(const StepChoice& c, bool hash) {
 }  // namespace
 
 void ChooseAndWitnessAll(std::span<const StepChoice> choices, ops::ThreadPool* pool,
-                         Pairing pairing) {
-  // Items: the pairs (where lanes pay), then the other choices' halves.
-  const bool paired = pairing == Pairing::kAlways || Sha256LanesVectorized();
-  const size_t pairs = paired ? choices.size() / 2 : 0;
-  const std::span<const StepChoice> rest = choices.subspan(2 * pairs);
-  ops::ForEachChunk(pool, pairs + 2 * rest.size(), 1, [&](size_t b, size_t e, size_t) {
+                         Grouping grouping) {
+  // Items: groups of kGroup choices where their streams hashed together
+  // pay (the last group may be smaller), then the other choices' halves.
+  const bool always = grouping == Grouping::kAlways;
+  size_t grouped = always || Sha256LanesPay(kSha256Lanes) ? choices.size() / kGroup * kGroup : 0;
+  const size_t left = choices.size() - grouped;
+  if (left > 1 && (always || Sha256LanesPay(2 * left))) grouped = choices.size();
+  const size_t groups = (grouped + kGroup - 1) / kGroup;
+  const std::span<const StepChoice> rest = choices.subspan(grouped);
+  ops::ForEachChunk(pool, groups + 2 * rest.size(), 1, [&](size_t b, size_t e, size_t) {
     for (size_t item = b; item < e; ++item) {
-      if (item < pairs) {
-        ChoosePair(choices.subspan(2 * item).first<2>());
+      if (item < groups) {
+        const size_t at = item * kGroup;
+        ChooseGroup(choices.subspan(at, std::min(kGroup, grouped - at)));
       } else {
-        ChooseHalf(rest[(item - pairs) / 2], (item - pairs) % 2 == 1);
+        ChooseHalf(rest[(item - groups) / 2], (item - groups) % 2 == 1);
       }
     }
   });

@@ -7,8 +7,8 @@
 // ChooseAndWitnessAll does the same for several sessions' steps at once,
 // spreading the two SHA-256 passes over a pool (each digest is still one
 // stream fed in order on one thread) and, where the CPU hashes streams
-// together (UpdateLanes), feeding two sessions' four digests at once —
-// with the same results.
+// together (UpdateLanes), feeding up to four sessions' eight digests at
+// once — with the same results.
 // Thread-compatible (the chain and scratch belong to the caller).
 #pragma once
 
@@ -50,16 +50,16 @@ struct StepChoice {
   StepOutcome* out = nullptr;
 };
 
-// Whether ChooseAndWitnessAll feeds two choices' four digests together:
-// where the CPU hashes SHA-256 lanes at once (the default), or always (so
-// tests reach that path on every CPU; the outcomes are the same).
-enum class Pairing : uint8_t { kWhereLanesPay, kAlways };
+// Whether ChooseAndWitnessAll feeds up to four choices' eight digests
+// together: where that pays on this CPU (Sha256LanesPay, the default), or
+// always (so tests reach that path on every CPU; the outcomes are the same).
+enum class Grouping : uint8_t { kWhereLanesPay, kAlways };
 
 // ChooseAndWitness for every choice: the token and chain fold of a choice
 // on one thread, its logits hash on any thread of `pool` (null: all on the
 // caller). Every outcome and chain ends as calling ChooseAndWitness on the
 // choices one after another would leave it.
 void ChooseAndWitnessAll(std::span<const StepChoice> choices, ops::ThreadPool* pool,
-                         Pairing pairing = Pairing::kWhereLanesPay);
+                         Grouping grouping = Grouping::kWhereLanesPay);
 
 }  // namespace lockstep

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/io/sha256_lanes.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
 #include "engine/ops/packed_matrix.h"
@@ -85,7 +86,34 @@ void BM_Attend(benchmark::State& state, const Kernels* k) {
   }
 }
 
+// args: streams, path (0: each stream alone through Sha256Stream, 1: all
+// together through UpdateLanesInKernel); 196 KB each, one SmolLM2-shaped
+// step's logits (a step hashes them twice: chain and logits digest).
+void BM_Sha256Streams(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0)), bytes = 49152 * 4;
+  if (state.range(1) == 1 && !Sha256LanesKernelRuns()) return state.SkipWithError("no lanes kernel");
+  std::vector<std::vector<uint8_t>> data(n, std::vector<uint8_t>(bytes));
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < bytes; ++j) data[i][j] = static_cast<uint8_t>(i * 131 + j * 7);
+  }
+  for (auto _ : state) {
+    std::vector<Sha256Stream> s(n);
+    std::vector<Sha256Stream*> streams;
+    std::vector<std::span<const uint8_t>> pieces;
+    for (size_t i = 0; i < n; ++i) streams.push_back(&s[i]), pieces.push_back(data[i]);
+    if (state.range(1) == 1) {
+      UpdateLanesInKernel(streams, pieces);
+    } else {
+      for (size_t i = 0; i < n; ++i) s[i].Update(pieces[i]);
+    }
+    for (Sha256Stream& x : s) benchmark::DoNotOptimize(x.Finalize());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * bytes));
+}
+
 void Register() {
+  benchmark::RegisterBenchmark("Sha256Streams", BM_Sha256Streams)
+      ->ArgsProduct({{1, 2, 4, 6, 8}, {0, 1}});
   for (const std::string& isa : AvailableIsas()) {
     const Kernels* k = KernelsByName(isa);
     auto* m = benchmark::RegisterBenchmark(("MatmulPacked/" + isa).c_str(), BM_MatmulPacked, k);

@@ -87,7 +87,7 @@ class ReadPass {
  public:
   ReadPass(std::vector<FileStream>& files, size_t threads)
       : files_(files),
-        lanes_(Sha256LanesVectorized() ? kSha256Lanes : 1),
+        lanes_(Sha256LanesPay(2) ? kSha256Lanes : 1),
         max_buffers_(2 * threads + 2 * kSha256Lanes) {}
 
   // Runs until every piece is read and consumed, or an error.
@@ -198,8 +198,9 @@ class ReadPass {
 
   std::vector<FileStream>& files_;
   // Files one reader hashes together: kSha256Lanes where UpdateLanes
-  // compresses them for about the cost of one; otherwise one, so the
-  // other threads read and hash the other files at the same time.
+  // compresses even two for about the cost of one (no SHA extensions);
+  // otherwise one, so the other threads read and hash the other files at
+  // the same time.
   const size_t lanes_;
   const size_t max_buffers_;
   std::mutex mu_;

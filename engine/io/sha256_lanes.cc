@@ -11,7 +11,7 @@ namespace lockstep {
 
 #if defined(__x86_64__)
 namespace sha256_lanes {
-void BlocksX4Avx512(uint32_t h[4][8], const uint8_t* const blocks[4], size_t n);
+void BlocksX8Avx512(uint32_t h[8][8], const uint8_t* const blocks[8], size_t n);
 }  // namespace sha256_lanes
 #endif
 
@@ -91,7 +91,7 @@ void CompressTogether(std::span<Lane> lanes) {
       std::copy(l.h.begin(), l.h.end(), h[i]);
       p[i] = l.blocks.data() + kBlock * l.done;
     }
-    Sha256BlocksX4(h, p, m);
+    Sha256BlocksX8(h, p, m);
     for (size_t i = 0; i < n; ++i) {
       std::copy(h[i], h[i] + 8, active[i]->h.begin());
       active[i]->done += m;
@@ -120,15 +120,15 @@ bool Sha256LanesKernelRuns() {
   return runs;
 }
 
-bool Sha256LanesVectorized() {
-  static const bool vectorized = Sha256LanesKernelRuns() && !HasShaExtensions();
-  return vectorized;
+bool Sha256LanesPay(size_t streams) {
+  static const bool runs = Sha256LanesKernelRuns(), sha = HasShaExtensions();
+  return runs && streams >= (sha ? kSha256LanesOverShaExtensions : 2);
 }
 
-void Sha256BlocksX4(uint32_t h[kSha256Lanes][8], const uint8_t* const blocks[kSha256Lanes],
+void Sha256BlocksX8(uint32_t h[kSha256Lanes][8], const uint8_t* const blocks[kSha256Lanes],
                     size_t n) {
 #if defined(__x86_64__)
-  sha256_lanes::BlocksX4Avx512(h, blocks, n);
+  sha256_lanes::BlocksX8Avx512(h, blocks, n);
 #else
   (void)h, (void)blocks, (void)n;
 #endif
@@ -137,7 +137,7 @@ void Sha256BlocksX4(uint32_t h[kSha256Lanes][8], const uint8_t* const blocks[kSh
 void UpdateLanes(std::span<Sha256Stream* const> streams,
                  std::span<const std::span<const uint8_t>> bytes) {
   const size_t n = std::min({streams.size(), bytes.size(), kSha256Lanes});
-  if (n < 2 || !Sha256LanesVectorized()) {
+  if (!Sha256LanesPay(n)) {
     for (size_t i = 0; i < n; ++i) streams[i]->Update(bytes[i]);
     return;
   }

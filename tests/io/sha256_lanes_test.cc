@@ -1,5 +1,5 @@
 // UpdateLanes against one-shot SHA-256 (OpenSSL's EVP path, which the lanes
-// never use) and the FIPS 180-2 examples; the four-lane kernel against
+// never use) and the FIPS 180-2 examples; the eight-lane kernel against
 // OpenSSL's own block function, bit for bit.
 #include "engine/io/sha256_lanes.h"
 
@@ -121,7 +121,7 @@ TEST(Sha256LanesTest, KernelEqualsOpenSslBlockByBlock) {
       p[l] = data[l].data() + 64;
       ref[l].Update(std::span<const uint8_t>(data[l]).subspan(64));
     }
-    Sha256BlocksX4(h, p, n);
+    Sha256BlocksX8(h, p, n);
     for (size_t l = 0; l < kSha256Lanes; ++l) {
       const Sha256State st = ref[l].Export();
       for (size_t i = 0; i < 8; ++i) {

@@ -50,7 +50,7 @@ void Fill(std::vector<float>& v, std::mt19937& rng) {
 }
 
 void ExpectAllEqualsOneByOne(size_t sessions, ops::ThreadPool* pool,
-                             Pairing pairing = Pairing::kWhereLanesPay) {
+                             Grouping grouping = Grouping::kWhereLanesPay) {
   std::vector<Session> ss = MakeSessions(sessions);
   std::mt19937 rng(static_cast<uint32_t>(sessions));
   for (uint32_t step = 0; step < 3; ++step) {
@@ -60,7 +60,7 @@ void ExpectAllEqualsOneByOne(size_t sessions, ops::ThreadPool* pool,
       Fill(ss[i].logits, rng);
       choices.push_back({ss[i].logits, &ss[i].params, step, ss[i].chain.get(), &ss[i].scratch, &outs[i]});
     }
-    ChooseAndWitnessAll(choices, pool, pairing);
+    ChooseAndWitnessAll(choices, pool, grouping);
     for (size_t i = 0; i < sessions; ++i) {
       const uint32_t token = ChooseToken(ss[i].logits, ss[i].params, step, &ss[i].expected_scratch);
       ss[i].expected_chain->AddStep(ss[i].logits, token);
@@ -83,16 +83,17 @@ class ChooseAllTest : public ::testing::Test {
 TEST_F(ChooseAllTest, OnTwoThreadsEqualsEachChoiceOnItsOwn) {
   Result<std::unique_ptr<ops::ThreadPool>> pool = ops::ThreadPool::Create(2);
   ASSERT_TRUE(pool.ok());
-  for (size_t n : {1, 2, 7}) ExpectAllEqualsOneByOne(n, pool->get());
+  for (size_t n : {1, 2, 7, 8}) ExpectAllEqualsOneByOne(n, pool->get());
 }
 
-// The paired path (two choices' four digests fed together) on every CPU,
-// not only where SHA-256 lanes pay.
-TEST_F(ChooseAllTest, InPairsEqualsEachChoiceOnItsOwn) {
+// The grouped path (up to four choices' eight digests fed together) on
+// every CPU, not only where SHA-256 lanes pay: whole groups, a smaller last
+// group, one choice left over.
+TEST_F(ChooseAllTest, InGroupsEqualsEachChoiceOnItsOwn) {
   Result<std::unique_ptr<ops::ThreadPool>> pool = ops::ThreadPool::Create(2);
   ASSERT_TRUE(pool.ok());
-  for (size_t n : {2, 5}) ExpectAllEqualsOneByOne(n, pool->get(), Pairing::kAlways);
-  ExpectAllEqualsOneByOne(4, nullptr, Pairing::kAlways);
+  for (size_t n : {2, 5, 8, 11}) ExpectAllEqualsOneByOne(n, pool->get(), Grouping::kAlways);
+  ExpectAllEqualsOneByOne(4, nullptr, Grouping::kAlways);
 }
 
 TEST_F(ChooseAllTest, WithoutAPoolEqualsEachChoiceOnItsOwn) {
