@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "engine/ops/pack_bf16.h"
 #include "engine/ops/thread_pool.h"
@@ -139,10 +140,48 @@ void PackedMatrix::PackBf16Range(size_t r, const uint8_t* src, size_t n) {
   }
 }
 
+PackedMatrix PackedMatrix::View(std::shared_ptr<const void> owner, const uint8_t* bytes,
+                                size_t rows, size_t cols, WeightType type) {
+  PackedMatrix m;
+  m.rows_ = rows;
+  m.cols_ = cols;
+  m.type_ = type;
+  m.owner_ = std::move(owner);
+  m.view_ = bytes;
+  return m;
+}
+
+// Whole panels are packed into a scratch panel and compared at once; rows
+// of a panel only partly in [r0, r0 + n) are compared element by element.
+bool PackedMatrix::SameAsBf16Rows(size_t r0, std::span<const uint8_t> bytes) const {
+  const size_t n = cols_ == 0 ? 0 : bytes.size() / (2 * cols_);
+  const PackBf16PanelFn pack_panel = BestPackBf16Panel();
+  const uint16_t* const stored = reinterpret_cast<const uint16_t*>(base());
+  const size_t row_bytes = 2 * cols_;
+  thread_local std::vector<uint16_t> panel;
+  for (size_t i = 0; i < n;) {
+    const size_t r = r0 + i;
+    if (r % kPanelRows == 0 && n - i >= kPanelRows) {
+      panel.resize(kPanelRows * cols_);
+      pack_panel(bytes.data() + i * row_bytes, row_bytes, cols_, panel.data());
+      if (std::memcmp(panel.data(), stored + Index(r, 0), panel.size() * 2) != 0) return false;
+      i += kPanelRows;
+      continue;
+    }
+    const uint16_t* at = stored + Index(r, 0);
+    const uint8_t* row = bytes.data() + i * row_bytes;
+    for (size_t k = 0; k < cols_; ++k) {
+      if (std::memcmp(at + k * kPanelRows, row + 2 * k, 2) != 0) return false;
+    }
+    ++i;
+  }
+  return true;
+}
+
 float PackedMatrix::At(size_t r, size_t k) const {
   const size_t i = Index(r, k);
-  if (type_ == WeightType::kF32) return reinterpret_cast<const float*>(data_.get())[i];
-  return BitsToFloat(WidenBits(reinterpret_cast<const uint16_t*>(data_.get())[i]));
+  if (type_ == WeightType::kF32) return reinterpret_cast<const float*>(base())[i];
+  return BitsToFloat(WidenBits(reinterpret_cast<const uint16_t*>(base())[i]));
 }
 
 void PackedMatrix::CopyRow(size_t r, float* out) const {

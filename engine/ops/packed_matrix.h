@@ -18,14 +18,16 @@
 // in-lane op: `word << 16` (rows j..) or `word & 0xFFFF0000` (rows 16+j..),
 // both exactly the §4.1 widening; no cross-lane shuffle, one load.
 //
-// Move-only, immutable after construction, thread-safe to read. Storage is
-// 64-byte aligned (huge pages advised when large).
+// Storage is owned (64-byte aligned, huge pages advised when large) or, for
+// View, bytes someone else keeps alive (a mapped weight cache).
+// Move-only, immutable after construction, thread-safe to read.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 
 namespace lockstep::ops {
 
@@ -62,6 +64,19 @@ class PackedMatrix {
   enum class Populate : uint8_t { kNow, kLater };
   static PackedMatrix Allocated(size_t rows, size_t cols, WeightType type,
                                 Populate when = Populate::kNow);
+  // The matrix stored at `bytes` in this layout (bytes() of them, 64-byte
+  // aligned), kept alive by `owner`; nothing is copied. Such a matrix is
+  // never packed into: check it with SameAsBf16Rows.
+  static PackedMatrix View(std::shared_ptr<const void> owner, const uint8_t* bytes, size_t rows,
+                           size_t cols, WeightType type);
+  // Whether packing these rows as PackBf16Rows does (kBf16 only) gives
+  // the bytes stored for rows [r0, r0 + n). REQUIRES type() == kBf16,
+  // r0 + n <= rows. Distinct row ranges may be checked from different
+  // threads at once.
+  bool SameAsBf16Rows(size_t r0, std::span<const uint8_t> bytes) const;
+  // The stored bytes, bytes() of them (what a weight cache writes).
+  std::span<const uint8_t> stored() const { return {base(), bytes()}; }
+
   // Bytes of storage (whole pages for a large matrix): the range
   // PopulatePages takes.
   size_t storage_bytes() const { return storage_bytes_; }
@@ -92,10 +107,10 @@ class PackedMatrix {
   // Panel p: [cols][kPanelRows] (bf16 rows in Bf16Slot order). REQUIRES
   // the matching type(), p < panels().
   const float* f32_panel(size_t p) const {
-    return reinterpret_cast<const float*>(data_.get()) + p * kPanelRows * cols_;
+    return reinterpret_cast<const float*>(base()) + p * kPanelRows * cols_;
   }
   const uint16_t* bf16_panel(size_t p) const {
-    return reinterpret_cast<const uint16_t*>(data_.get()) + p * kPanelRows * cols_;
+    return reinterpret_cast<const uint16_t*>(base()) + p * kPanelRows * cols_;
   }
 
   // w[r][k] as f32 (widened if bf16). REQUIRES r < rows, k < cols.
@@ -110,6 +125,7 @@ class PackedMatrix {
   void Allocate(size_t rows, size_t cols, WeightType type, Populate when);
   // Rows [r, r + n) of a kBf16 matrix from n row-major rows at src.
   void PackBf16Range(size_t r, const uint8_t* src, size_t n);
+  const uint8_t* base() const { return view_ != nullptr ? view_ : data_.get(); }
   size_t Index(size_t r, size_t k) const {
     const size_t i = r % kPanelRows;
     return (r / kPanelRows) * kPanelRows * cols_ + k * kPanelRows +
@@ -121,6 +137,8 @@ class PackedMatrix {
   WeightType type_ = WeightType::kF32;
   size_t storage_bytes_ = 0;
   std::unique_ptr<uint8_t[], Free> data_;  // [panels][cols][kPanelRows] elements
+  std::shared_ptr<const void> owner_;      // keeps view_ alive
+  const uint8_t* view_ = nullptr;          // a View's storage (data_ is null)
 };
 
 }  // namespace lockstep::ops
