@@ -138,9 +138,12 @@ Result<LoadedStage> LoadStage(OpenModel& model, const StageSpec& spec,
     LOCKSTEP_ASSIGN_OR_RETURN(out.pool, ops::ThreadPool::Create(compute.threads));
   }
   std::vector<FileDigest> read;
+  WeightCacheUse cache{compute.weight_cache, {}};
   LOCKSTEP_ASSIGN_OR_RETURN(StageWeights w, LoadStageWeights(*model.weights, model.config, spec,
                                                              compute.weights,
-                                                             static_cast<int>(compute.threads), &read));
+                                                             static_cast<int>(compute.threads), &read,
+                                                             &cache));
+  out.weight_cache_note = std::move(cache.note);
   LOCKSTEP_RETURN_IF_ERROR(RecordWeightDigests(model, std::move(read)));
   out.stage = std::make_unique<Stage>(model.config, std::move(w), *kernels,
                                       StageOptions{out.pool.get()});

@@ -73,6 +73,9 @@ struct ComputeOptions {
   std::string isa = "auto";  // scalar|avx2|avx512|neon|auto (ops::KernelsByName)
   size_t threads = 1;        // compute threads, including the caller
   WeightFormat weights = WeightFormat::kPackedBf16;
+  // A weight cache directory (weight_cache.h; empty: none). It changes
+  // only how fast the weights load, never what they are.
+  std::string weight_cache;
 };
 
 // Invalid naming --isa for kernels this CPU lacks, or --threads for 0.
@@ -83,6 +86,7 @@ Status ValidateComputeOptions(const ComputeOptions& compute);
 struct LoadedStage {
   std::unique_ptr<ops::ThreadPool> pool;  // null for one thread
   std::unique_ptr<Stage> stage;
+  std::string weight_cache_note;  // what the load did with the weight cache, if one was given
 
   explicit operator bool() const { return stage != nullptr; }
   Stage& operator*() const { return *stage; }

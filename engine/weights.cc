@@ -5,9 +5,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
+
+#include "engine/weight_cache.h"
 
 namespace lockstep {
 namespace {
@@ -23,9 +26,25 @@ std::string LayerName(int layer, const char* suffix) {
 // is read once and goes straight into its final place: matrices packed
 // row block by row block, vectors widened. Destinations never move after
 // their sink is made.
+// What a load with a weight cache found: matrices taken from it, packed
+// afresh, and the first one whose cached bytes differ from the checkpoint.
+struct CacheCheck {
+  std::atomic<size_t> from_cache{0}, packed{0};
+  std::atomic<bool> differs{false};
+  std::mutex mu;
+  std::string first_difference;
+
+  void Differs(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!differs.exchange(true)) first_difference = name;
+  }
+};
+
 class SinkBuilder {
  public:
-  SinkBuilder(const Checkpoint& f, WeightFormat format) : f_(f), format_(format) {}
+  SinkBuilder(const Checkpoint& f, WeightFormat format, const WeightCache* cache = nullptr,
+              CacheCheck* check = nullptr)
+      : f_(f), format_(format), cache_(cache), check_(check) {}
 
   void Vector(const std::string& name, std::vector<float>& out, size_t n) {
     const TensorRef t = f_.Find(name);
@@ -60,6 +79,20 @@ class SinkBuilder {
     // BF16 checkpoints keep their bits unless asked to widen; F16 and F32
     // ones pack as f32 (F16 widened exactly, one piece at a time).
     const bool keep_bf16 = dtype == DType::kBF16 && format_ == WeightFormat::kPackedBf16;
+    if (keep_bf16) packed_.emplace_back(name, &m.packed);
+    if (keep_bf16 && cache_ != nullptr) {
+      if (std::optional<ops::PackedMatrix> view = cache_->Find(name, rows, cols, ops::WeightType::kBf16)) {
+        m.packed = std::move(*view);
+        ++check_->from_cache;
+        const ops::PackedMatrix* cached = &m.packed;
+        CacheCheck* check = check_;
+        Add(t, row_bytes, [cached, check, name, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
+          if (!cached->SameAsBf16Rows(at / row_bytes, bytes)) check->Differs(name);
+        });
+        return;
+      }
+    }
+    if (check_ != nullptr) ++check_->packed;
     m.packed = ops::PackedMatrix::Allocated(
         rows, cols, keep_bf16 ? ops::WeightType::kBf16 : ops::WeightType::kF32,
         ops::PackedMatrix::Populate::kLater);
@@ -78,6 +111,10 @@ class SinkBuilder {
   }
 
   const std::vector<TensorSink>& sinks() const { return sinks_; }
+  // Every matrix kept as bf16, by tensor name (what a weight cache holds).
+  const std::vector<std::pair<std::string, const ops::PackedMatrix*>>& packed() const {
+    return packed_;
+  }
 
   // Faults every packed matrix's pages in from `threads` threads, then
   // advises huge pages. The first touch of fresh memory is a large part of
@@ -118,7 +155,10 @@ class SinkBuilder {
 
   const Checkpoint& f_;
   const WeightFormat format_;
+  const WeightCache* cache_;
+  CacheCheck* check_;
   std::vector<TensorSink> sinks_;
+  std::vector<std::pair<std::string, const ops::PackedMatrix*>> packed_;
   std::vector<ops::PackedMatrix*> unpopulated_;
 };
 
@@ -236,20 +276,19 @@ Status CheckStageTensors(const Checkpoint& f, const ModelConfig& c, const StageS
   return first;
 }
 
-}  // namespace
-
-Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
-                                      const StageSpec& spec, WeightFormat format, int threads,
-                                      std::vector<FileDigest>* digests) {
-  // Every tensor present, shaped and typed as the config says before
-  // anything is allocated.
-  LOCKSTEP_RETURN_IF_ERROR(CheckStageTensors(f, c, spec));
+// One load into `w` (which must stay in place while `written` is used):
+// every tensor read, hashed and packed (or, with a cache, each cached
+// matrix compared with its packing). `written`, when given, receives the
+// matrices a cache file would hold.
+Status LoadOnce(const Checkpoint& f, const ModelConfig& c, const StageSpec& spec,
+                WeightFormat format, int threads, std::vector<FileDigest>* digests,
+                const WeightCache* cache, CacheCheck* check, StageWeights& w,
+                std::vector<std::pair<std::string, const ops::PackedMatrix*>>* written) {
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const size_t vocab = static_cast<size_t>(c.vocab_size);
-  StageWeights w;
   w.spec = spec;
   w.layers.resize(static_cast<size_t>(spec.hi - spec.lo));
-  SinkBuilder b(f, format);
+  SinkBuilder b(f, format, cache, check);
   const bool tied = c.tie_word_embeddings;
   if (spec.first || (spec.last && tied)) {
     b.Matrix("model.embed_tokens.weight", w.embed, vocab, hidden);
@@ -263,6 +302,64 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
   LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> read, f.ReadAll(b.sinks(), threads));
   LOCKSTEP_RETURN_IF_ERROR(f.CheckUnchanged());
   if (digests != nullptr) *digests = std::move(read);
+  if (written != nullptr) *written = b.packed();
+  return Status::Ok();
+}
+
+std::string StageTag(const StageSpec& spec, WeightFormat format) {
+  return "layers " + std::to_string(spec.lo) + "-" + std::to_string(spec.hi) +
+         (spec.first ? " first" : "") + (spec.last ? " last" : "") + " format " +
+         std::to_string(static_cast<int>(format));
+}
+
+}  // namespace
+
+Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
+                                      const StageSpec& spec, WeightFormat format, int threads,
+                                      std::vector<FileDigest>* digests, WeightCacheUse* cache) {
+  // Every tensor present, shaped and typed as the config says before
+  // anything is allocated.
+  LOCKSTEP_RETURN_IF_ERROR(CheckStageTensors(f, c, spec));
+  if (cache == nullptr || cache->dir.empty() || format != WeightFormat::kPackedBf16) {
+    if (cache != nullptr && !cache->dir.empty()) cache->note = "weight cache: not used (bf16 weights only)";
+    StageWeights w;
+    LOCKSTEP_RETURN_IF_ERROR(LoadOnce(f, c, spec, format, threads, digests, nullptr, nullptr, w, nullptr));
+    return w;
+  }
+  Result<std::string> path = WeightCache::PathFor(cache->dir, f, StageTag(spec, format));
+  if (!path.ok()) {
+    cache->note = "weight cache: not used: " + path.status().message();
+    StageWeights w;
+    LOCKSTEP_RETURN_IF_ERROR(LoadOnce(f, c, spec, format, threads, digests, nullptr, nullptr, w, nullptr));
+    return w;
+  }
+  std::string why;  // why the file was not used, if it was not
+  Result<WeightCache> opened = WeightCache::Open(*path);
+  if (opened.ok()) {
+    CacheCheck check;
+    StageWeights w;
+    LOCKSTEP_RETURN_IF_ERROR(
+        LoadOnce(f, c, spec, format, threads, digests, &*opened, &check, w, nullptr));
+    if (!check.differs && check.packed == 0) {
+      cache->note = "weight cache: " + std::to_string(check.from_cache.load()) +
+                    " matrices mapped from " + *path + ", each equal to the checkpoint's bytes";
+      return w;
+    }
+    if (check.differs) {
+      why = "its " + check.first_difference + " differs from the checkpoint's bytes";
+    } else {
+      why = "it lacks " + std::to_string(check.packed.load()) + " of the stage's matrices";
+    }
+  } else if (opened.status().kind() != ErrorKind::kNotFound) {
+    why = opened.status().message();
+  }
+  std::vector<std::pair<std::string, const ops::PackedMatrix*>> matrices;
+  StageWeights w;
+  LOCKSTEP_RETURN_IF_ERROR(
+      LoadOnce(f, c, spec, format, threads, digests, nullptr, nullptr, w, &matrices));
+  const Status wrote = WeightCache::Write(*path, matrices);
+  cache->note = "weight cache: " + (why.empty() ? std::string("none yet") : "not used, " + why) +
+                "; " + (wrote.ok() ? "wrote " + *path : "could not write it: " + wrote.message());
   return w;
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -76,10 +77,23 @@ struct StageWeights {
   const WeightMatrix& head() const { return lm_head.rows ? lm_head : embed; }
 };
 
+// A weight cache for LoadStageWeights (weight_cache.h): the directory
+// holding cache files (empty: none), and, after the load, one line saying
+// what the load did with it (mapped and verified, written, or why not).
+struct WeightCacheUse {
+  std::string dir;
+  std::string note;
+};
+
 // Reads the stage's tensors in the one pass of Checkpoint::ReadAll on
 // `threads` threads (same result for any count), which also hashes every
 // file the checkpoint opened: `digests`, when given, receives them. A
 // caller verifies them before using the weights (model_loader.h does).
+// With a cache directory (bf16 weights only), matrices the cache file holds
+// are mapped from it and each one compared with the checkpoint's bytes as
+// they are hashed; if any differs, or the file is missing or malformed,
+// the stage is loaded afresh and the file rewritten. The result is the
+// same bits either way.
 // REQUIRES: spec validated against cfg (0 <= lo <= hi <= num_layers).
 // The three-argument form loads WeightFormat::kPackedBf16 on one thread.
 Result<StageWeights> LoadStageWeights(const Checkpoint& file, const ModelConfig& cfg,
@@ -87,7 +101,8 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& file, const ModelConfig&
 Result<StageWeights> LoadStageWeights(const Checkpoint& file, const ModelConfig& cfg,
                                       const StageSpec& spec, WeightFormat format,
                                       int threads = 1,
-                                      std::vector<FileDigest>* digests = nullptr);
+                                      std::vector<FileDigest>* digests = nullptr,
+                                      WeightCacheUse* cache = nullptr);
 
 // Bytes of linear-layer weights one decode step streams (every matrix
 // once; the embedding lookup excluded unless it is the tied LM head).

@@ -1,0 +1,75 @@
+// WeightCache: a stage's packed bf16 matrices (PackedMatrix's layout) kept
+// in a file, so a later load maps them from the page cache instead of
+// packing them into fresh memory, which a VM whose host takes freed memory
+// back pays for page by page.
+//
+// Never trusted. A load still reads and hashes every checkpoint file it
+// uses, and each mapped matrix is compared with the packing of the bytes
+// just hashed (PackedMatrix::SameAsBf16Rows); on any difference the load
+// packs afresh and rewrites the file. So the digests a receipt names are
+// always those of the bytes the stage computes with.
+//
+// File (little-endian): "LSPACKv1", u32 version (1), u32 entry count, u64
+// header bytes (the data start, a multiple of 4096); then per entry u16
+// name length, the name, u8 type (0 f32, 1 bf16), u64 rows, u64 cols, u64
+// offset, u64 bytes; each matrix's bytes at its offset (a multiple of
+// 4096). Open checks every field against the file before anything is
+// mapped for use: Corrupt naming the file and what is wrong.
+//
+// A file is named by CacheKey: the checkpoint files' identity (path,
+// device, inode, size, modification time), the stage and the weight format,
+// so a rewritten checkpoint or another stage gets another file. Files are
+// replaced by rename, never rewritten in place, so a process mapping one
+// keeps the bytes it verified (a file truncated by hand under a running
+// process is outside this contract, as for any mapped file).
+//
+// Move-only; Find is const and thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/sha256.h"
+#include "base/status.h"
+#include "engine/io/checkpoint.h"
+#include "engine/ops/packed_matrix.h"
+
+namespace lockstep {
+
+class WeightCache {
+ public:
+  // The cache file's path for the opened files of `checkpoint`, a stage
+  // and a format tag, in `dir`. Io naming a checkpoint file it cannot stat.
+  static Result<std::string> PathFor(const std::string& dir, const Checkpoint& checkpoint,
+                                     std::string_view stage_and_format);
+
+  // Maps the file: NotFound when there is none, Corrupt naming what is
+  // wrong with it, Io on a failing call.
+  static Result<WeightCache> Open(const std::string& path);
+
+  // Matrix `name` as a View into the mapping when the file holds it with
+  // exactly these rows, cols and type.
+  std::optional<ops::PackedMatrix> Find(std::string_view name, size_t rows, size_t cols,
+                                        ops::WeightType type) const;
+  size_t entries() const { return entries_.size(); }
+
+  // Writes `matrices` (name, matrix) to `path` atomically (a temporary
+  // file renamed over it), creating `path`'s directory if needed.
+  static Status Write(const std::string& path,
+                      const std::vector<std::pair<std::string, const ops::PackedMatrix*>>& matrices);
+
+ private:
+  struct Entry {
+    uint64_t rows = 0, cols = 0, offset = 0;
+    ops::WeightType type = ops::WeightType::kBf16;
+  };
+  std::shared_ptr<const uint8_t> map_;  // the whole file, mapped read-only
+  std::map<std::string, Entry, std::less<>> entries_;
+};
+
+}  // namespace lockstep

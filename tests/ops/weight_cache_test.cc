@@ -1,0 +1,210 @@
+// The weight cache changes how weights load, never what they are: a stage
+// whose matrices are mapped from a cache file decodes bit for bit like one
+// packed from the checkpoint, with the same weight digests; a cache file
+// whose bytes differ from the checkpoint's, or that is malformed in any
+// way, is refused with a reason, the stage is packed afresh and the file
+// rewritten; and the comparison itself notices one changed element.
+#include "engine/weight_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <random>
+
+#include "engine/io/synthetic_model.h"
+#include "tests/ops/model_fixture.h"
+
+namespace lockstep {
+namespace {
+
+using testing::DecodeLogits;
+
+SyntheticShape Shape() {
+  SyntheticShape s;
+  s.hidden = 80, s.layers = 4, s.heads = 5, s.kv_heads = 1, s.inter = 200, s.vocab = 301;
+  s.untied = true;
+  return s;
+}
+
+std::string Scratch(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/lockstep_weight_cache_" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+const std::vector<uint32_t> kPrompt = {7, 1, 8, 2, 8, 1, 8, 2, 8};
+
+struct Loaded {
+  std::vector<float> logits;  // 6 greedy steps
+  Digest weights{};
+  std::string note;
+};
+
+Loaded LoadAndDecode(const std::string& model_dir, const std::string& cache_dir,
+                     const StageSpec* stage = nullptr) {
+  auto m = OpenModelDir(model_dir, ModelPins{}, stage);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return {};
+  const StageSpec all{0, m->config.num_layers, true, true};
+  ComputeOptions compute{ops::BestKernels().name, 2, WeightFormat::kPackedBf16, cache_dir};
+  auto s = LoadStage(*m, stage != nullptr ? *stage : all, compute);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (!s.ok()) return {};
+  Loaded out;
+  if (stage == nullptr) out.logits = DecodeLogits(**s, kPrompt, 6);
+  out.weights = m->hashes.weights;
+  out.note = s->weight_cache_note;
+  return out;
+}
+
+void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+}
+
+std::string OnlyFile(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path().string());
+  EXPECT_EQ(files.size(), 1u);
+  return files.empty() ? "" : files[0];
+}
+
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+uint64_t U64At(const std::vector<uint8_t>& b, size_t at) {
+  uint64_t v = 0;
+  std::memcpy(&v, b.data() + at, 8);
+  return v;
+}
+
+TEST(WeightCache, MappedMatricesDecodeLikePackedOnes) {
+  const std::string model = Scratch("model"), cache = Scratch("cache");
+  ASSERT_TRUE(WriteSyntheticModel(model, Shape(), 9, "").ok());
+  const Loaded plain = LoadAndDecode(model, "");
+  const Loaded first = LoadAndDecode(model, cache);
+  EXPECT_NE(first.note.find("none yet; wrote"), std::string::npos) << first.note;
+  const Loaded mapped = LoadAndDecode(model, cache);
+  EXPECT_NE(mapped.note.find("mapped from"), std::string::npos) << mapped.note;
+  EXPECT_EQ(mapped.note.find("wrote"), std::string::npos) << mapped.note;
+  ExpectSameBits(first.logits, plain.logits);
+  ExpectSameBits(mapped.logits, plain.logits);
+  EXPECT_EQ(mapped.weights, plain.weights);
+}
+
+TEST(WeightCache, EachStageOfAShardedCheckpointHasItsOwnFile) {
+  const std::string model = Scratch("sharded"), cache = Scratch("sharded_cache");
+  ASSERT_TRUE(WriteSyntheticModel(model, Shape(), 9, "", 3).ok());
+  const StageSpec a{0, 2, true, false}, b{2, 4, false, true};
+  EXPECT_NE(LoadAndDecode(model, cache, &a).note.find("wrote"), std::string::npos);
+  EXPECT_NE(LoadAndDecode(model, cache, &b).note.find("wrote"), std::string::npos);
+  EXPECT_NE(LoadAndDecode(model, cache, &a).note.find("mapped from"), std::string::npos);
+  EXPECT_NE(LoadAndDecode(model, cache, &b).note.find("mapped from"), std::string::npos);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(cache), {}), 2);
+}
+
+TEST(WeightCache, ABitThatDiffersFromTheCheckpointIsCaughtAndTheFileRewritten) {
+  const std::string model = Scratch("tampered"), cache = Scratch("tampered_cache");
+  ASSERT_TRUE(WriteSyntheticModel(model, Shape(), 9, "").ok());
+  const Loaded plain = LoadAndDecode(model, "");
+  LoadAndDecode(model, cache);
+  const std::string file = OnlyFile(cache);
+  std::vector<uint8_t> bytes = ReadFile(file);
+  const uint64_t data = U64At(bytes, 16);
+  bytes[data + 1000] ^= 0x01;  // one mantissa bit of the first matrix
+  WriteFile(file, bytes);
+  const Loaded caught = LoadAndDecode(model, cache);
+  EXPECT_NE(caught.note.find("differs from the checkpoint's bytes"), std::string::npos) << caught.note;
+  EXPECT_NE(caught.note.find("wrote"), std::string::npos) << caught.note;
+  ExpectSameBits(caught.logits, plain.logits);
+  const Loaded again = LoadAndDecode(model, cache);
+  EXPECT_NE(again.note.find("mapped from"), std::string::npos) << again.note;
+  ExpectSameBits(again.logits, plain.logits);
+}
+
+TEST(WeightCache, MalformedFilesAreRefusedWithTheirReason) {
+  const std::string model = Scratch("malformed"), cache = Scratch("malformed_cache");
+  ASSERT_TRUE(WriteSyntheticModel(model, Shape(), 9, "").ok());
+  const Loaded plain = LoadAndDecode(model, "");
+  LoadAndDecode(model, cache);
+  const std::string file = OnlyFile(cache);
+  const std::vector<uint8_t> good = ReadFile(file);
+  const uint16_t name_len = static_cast<uint16_t>(good[24] | good[25] << 8);
+  const size_t first_offset = 24 + 2 + name_len + 1 + 16;  // entry 0's offset field
+  struct Damage {
+    const char* reason;
+    std::function<void(std::vector<uint8_t>&)> apply;
+  };
+  const std::vector<Damage> damages = {
+      {"shorter than its fixed header", [](auto& b) { b.resize(10); }},
+      {"bad magic", [](auto& b) { b[0] = 'X'; }},
+      {"version 7", [](auto& b) { b[8] = 7; }},
+      {"entries", [](auto& b) { b[15] = 0x7f; }},
+      {"outside the data", [&](auto& b) { b[first_offset + 6] = 0x10; }},
+      {"outside the data", [](auto& b) { b.resize(b.size() - 4096); }},
+      {"bytes for", [&](auto& b) { b[first_offset - 8] ^= 0x01; }},  // entry 0's cols
+      {"bad name length", [](auto& b) { b[24] = 0, b[25] = 0; }},
+  };
+  for (const Damage& d : damages) {
+    std::vector<uint8_t> bytes = good;
+    d.apply(bytes);
+    WriteFile(file, bytes);
+    const Loaded got = LoadAndDecode(model, cache);
+    EXPECT_NE(got.note.find(d.reason), std::string::npos) << got.note;
+    EXPECT_NE(got.note.find("wrote"), std::string::npos) << got.note;
+    ExpectSameBits(got.logits, plain.logits);
+    EXPECT_EQ(ReadFile(file), good) << d.reason;  // rewritten as it was
+  }
+}
+
+TEST(WeightCache, RandomFilesNeverOpen) {
+  const std::string dir = Scratch("random");
+  std::filesystem::create_directories(dir);
+  std::mt19937 rng(5);
+  for (int i = 0; i < 200; ++i) {
+    std::vector<uint8_t> bytes(rng() % 9000);
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+    if (bytes.size() >= 8 && i % 2 == 0) std::memcpy(bytes.data(), "LSPACKv1", 8);
+    if (bytes.size() >= 12 && i % 4 == 0) bytes[8] = 1, bytes[9] = bytes[10] = bytes[11] = 0;
+    WriteFile(dir + "/f", bytes);
+    EXPECT_FALSE(WeightCache::Open(dir + "/f").ok()) << "file " << i;
+  }
+  EXPECT_EQ(WeightCache::Open(dir + "/absent").status().kind(), ErrorKind::kNotFound);
+}
+
+// The comparison a cached matrix goes through: true for every piece of
+// the bytes it was packed from (whole panels, parts of panels), false for
+// exactly the pieces holding one changed element.
+TEST(WeightCache, SameAsBf16RowsNoticesOneElement) {
+  const size_t rows = 70, cols = 37;
+  std::vector<uint8_t> bytes(rows * cols * 2);
+  std::mt19937 rng(3);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  const ops::PackedMatrix m = ops::PackedMatrix::FromBf16Bytes(bytes, rows, cols, ops::WeightType::kBf16);
+  const std::vector<std::pair<size_t, size_t>> pieces = {{0, 70}, {0, 32}, {32, 38}, {5, 40}, {69, 1}, {31, 2}};
+  for (const auto& [r0, n] : pieces) {
+    EXPECT_TRUE(m.SameAsBf16Rows(r0, std::span(bytes).subspan(r0 * cols * 2, n * cols * 2)));
+  }
+  const size_t changed_row = 33;
+  bytes[(changed_row * cols + 20) * 2] ^= 0x04;
+  for (const auto& [r0, n] : pieces) {
+    const bool holds = r0 <= changed_row && changed_row < r0 + n;
+    EXPECT_EQ(m.SameAsBf16Rows(r0, std::span(bytes).subspan(r0 * cols * 2, n * cols * 2)), !holds)
+        << "rows [" << r0 << ", " << r0 + n << ")";
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
