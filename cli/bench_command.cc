@@ -23,6 +23,7 @@ nlohmann::json ToJson(const BenchOptions& options, const runtime::BenchFigures& 
                       {"bandwidth_fraction", f.stream_read_gb_s > 0 ? achieved / f.stream_read_gb_s : 0.0},
                       {"peak_rss_bytes", f.peak_rss}, {"decode_cpu_share", f.decode_cpu_share},
                       {"ttft_cpu_s", f.ttft_cpu_s}};
+  if (!o.compute.weight_cache.empty()) j["weight_cache"] = f.weight_cache_note;
   if (o.sessions > 1) {
     j["batched_tok_s"] = f.batched_tok_s;
     j["solo_tok_s"] = f.solo_tok_s;
@@ -45,6 +46,9 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchOptions& options) {
   b->add_option("--threads", o.compute.threads, "Threads (including the caller)")->default_val(2);
   b->add_option("--sessions", o.sessions, "Concurrent sessions decoded as one batch")->default_val(1);
   b->add_option("--isa", o.compute.isa, "scalar|avx2|avx512|neon|auto")->default_val("auto");
+  b->add_option("--weight-cache", o.compute.weight_cache,
+                "Keep packed weights in this directory and map them on later loads (verified "
+                "against the checkpoint every time)");
   b->add_option("--weights", options.weights, "bf16 (resident) | f32 (widened at load)")->default_val("bf16")
       ->check(CLI::IsMember({"bf16", "f32"}));
   b->add_option("--prompt-len", o.prompt_len, "Prefill length measured")->default_val(128);

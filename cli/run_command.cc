@@ -47,6 +47,9 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
                   "Compute threads, including the caller (every worker's too)")
       ->default_val(1)
       ->check(CLI::Range(1, 256));
+  run->add_option("--weight-cache", o.compute.weight_cache,
+                  "Keep packed weights in this directory and map them on later in-process loads "
+                  "(verified against the checkpoint every time)");
   return run;
 }
 

@@ -71,6 +71,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeCommandOptions& o) {
   c->add_flag("--ship-logits", o.ship_logits, "Send every step's logits to the coordinator, which chooses the token (same digests)");
   c->add_option("--threads", s.threads, "Compute threads (including the scheduler)")->default_val(1);
   c->add_option("--isa", s.isa, "Kernels: scalar|avx2|avx512|neon|auto")->default_val("auto");
+  c->add_option("--weight-cache", s.weight_cache,
+                "In-process serving: keep packed weights in this directory and map them on later "
+                "loads (verified against the checkpoint every time)");
   c->add_option("--max-sessions", s.scheduler.max_sessions, "Concurrent sessions before 429")
       ->default_val(s.scheduler.max_sessions);
   c->add_option("--kv-budget-mib", o.kv_budget_mib, "KV bytes reserved by sessions before 429")

@@ -72,6 +72,7 @@ Status Serve(const WorkerCommandOptions& o) {
   options.model_dir_override = o.model_dir;
   options.compute.isa = o.isa;
   options.compute.threads = o.threads;
+  options.compute.weight_cache = o.weight_cache;
   options.limits.kv_bytes_per_worker = o.kv_budget;
   LOCKSTEP_RETURN_IF_ERROR(LoadSecurity(o, &options.transport.security));
   const std::string curve_public = options.transport.security.own.public_z85;
@@ -104,6 +105,9 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerCommandOptions& o) {
   cmd->add_flag("--insecure", o.insecure,
                 "Plaintext links, no authentication (instead of --key/--allow)");
   cmd->add_option("--isa", o.isa, "Kernels: scalar|avx2|avx512|neon|auto")->default_val("auto");
+  cmd->add_option("--weight-cache", o.weight_cache,
+                  "Keep this worker's packed weights in this directory and map them on later "
+                  "loads (verified against the checkpoint every time)");
   cmd->add_option("--threads", o.threads, "Compute threads per stage, including the compute thread")
       ->default_val(1)
       ->check(CLI::Range(1, 256));

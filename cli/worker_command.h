@@ -29,6 +29,7 @@ struct WorkerCommandOptions {
   std::vector<std::string> allow_files;
   bool insecure = false;
   std::string isa = "auto";
+  std::string weight_cache;  // --weight-cache: ComputeOptions::weight_cache
   size_t threads = 1;
   int ready_fd = -1;  // -1: no readiness line
   uint64_t kv_budget = Limits{}.kv_bytes_per_worker;  // --kv-budget BYTES

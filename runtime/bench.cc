@@ -225,6 +225,7 @@ Result<BenchFigures> RunBench(const BenchOptions& o) {
   const StageSpec all{0, model.config.num_layers, true, true};
   LOCKSTEP_ASSIGN_OR_RETURN(LoadedStage stage, LoadStage(model, all, o.compute));
   f->isa = stage->kernels().name;
+  f->weight_cache_note = stage.weight_cache_note;
   f->load_s = Since(t0);
   LOCKSTEP_RETURN_IF_ERROR(MeasureDecode(*stage, model.Seed(), o, t0, f));
   f->weight_bytes = stage->weight_bytes_per_token();

@@ -37,6 +37,7 @@ struct BenchFigures {
   double decode_cpu_share = 0;  // process CPU time / (wall * threads) while decoding
   double ttft_cpu_s = 0;        // process CPU time until the first token
   double open_s = 0;            // OpenModelDir: config and tokenizer hashed, config parsed
+  std::string weight_cache_note;  // LoadedStage::weight_cache_note
 };
 
 // Invalid for gen < 2 or a zero length/count, or options LoadStage refuses.

@@ -1,5 +1,7 @@
 #include "runtime/local_run.h"
 
+#include <iostream>
+
 #include "engine/local_backend.h"
 
 namespace lockstep::runtime {
@@ -21,6 +23,7 @@ Result<TimedResult> RunMonolithic(OpenModel& model, const DecodeRequest& req,
                                   const LocalRunOptions& o) {
   const StageSpec all{0, model.config.num_layers, true, true};
   LOCKSTEP_ASSIGN_OR_RETURN(LoadedStage stage, LoadStage(model, all, o.compute));
+  if (!stage.weight_cache_note.empty()) std::cerr << "lockstep: " << stage.weight_cache_note << "\n";
   return DecodeOnStage(*stage, model.Seed(), req, o.window, o.runs, o.trace);
 }
 

@@ -103,8 +103,10 @@ Status RunServer(const ServeOptions& o) {
   if (o.cluster) return ServeSharded(o);
   LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, ModelPins{}));
   const StageSpec all{0, model.config.num_layers, true, true};
-  LOCKSTEP_ASSIGN_OR_RETURN(LoadedStage stage,
-                            LoadStage(model, all, ComputeOptions{o.isa, o.threads}));
+  LOCKSTEP_ASSIGN_OR_RETURN(
+      LoadedStage stage,
+      LoadStage(model, all, ComputeOptions{o.isa, o.threads, WeightFormat::kPackedBf16, o.weight_cache}));
+  if (!stage.weight_cache_note.empty()) std::cerr << "lockstep serve: " << stage.weight_cache_note << "\n";
   return Serve(o, model, SchedulerBackend{stage.stage.get(), nullptr}, "",
                {StageInfo{"in-process", 0, model.config.num_layers}});
 }

@@ -4,6 +4,7 @@
 #include <bit>
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "base/limits.h"
@@ -240,6 +241,7 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
   // The weights are hashed as they load; nothing is computed before the
   // digests are checked (here and by the coordinator from the Hello).
   LOCKSTEP_ASSIGN_OR_RETURN(stage_, LoadStage(model, spec, compute_));
+  if (!stage_.weight_cache_note.empty()) std::cerr << "lockstep worker: " << stage_.weight_cache_note << "\n";
   wire::Hello hello;
   hello.worker_id = name_;
   hello.weights_sha256 = by_parts ? m.expected_weights_sha256 : model.hashes.weights;
