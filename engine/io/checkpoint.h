@@ -96,14 +96,16 @@ class Checkpoint {
   std::vector<std::string> open_file_names() const;
 
   // Reads every opened file once on up to `threads` threads (files in
-  // parallel, up to four hashed together by one thread, sha256_lanes.h;
-  // one file's hash is sequential while the sinks of its pieces run on the
-  // other threads), handing each sink its tensor's bytes, and returns the
-  // digests: the index first when sharded, then the opened files by name.
-  // Memory beyond the sinks' own: at most 2 * threads + 8 buffers of at
-  // most 4 MiB. Errors name the file (truncated, unreadable); Invalid when two
-  // sinks share bytes or a sink's tensor is not in an opened file. After an
-  // error the sinks may have received part of their bytes.
+  // parallel, up to eight hashed together by one thread where that pays,
+  // sha256_lanes.h; one file's hash is sequential while the sinks of its
+  // pieces run on the other threads), handing each sink its tensor's
+  // bytes, and returns the digests: the index first when sharded, then the
+  // opened files by name. Memory beyond the sinks' own: at most
+  // 2 * threads + 2 buffers of at most 4 MiB (2 * threads + 16 where files
+  // are hashed together). Errors name the file (truncated, unreadable);
+  // Invalid when two sinks share bytes or a sink's tensor is not in an
+  // opened file. After an error the sinks may have received part of their
+  // bytes.
   Result<std::vector<FileDigest>> ReadAll(std::span<const TensorSink> sinks, int threads) const;
   // ReadAll with no sinks: only the digests.
   Result<std::vector<FileDigest>> HashFiles(int threads) const { return ReadAll({}, threads); }

@@ -88,7 +88,7 @@ class ReadPass {
   ReadPass(std::vector<FileStream>& files, size_t threads)
       : files_(files),
         lanes_(Sha256LanesPay(2) ? kSha256Lanes : 1),
-        max_buffers_(2 * threads + 2 * kSha256Lanes) {}
+        max_buffers_(2 * threads + 2 * lanes_) {}
 
   // Runs until every piece is read and consumed, or an error.
   void Work() {
