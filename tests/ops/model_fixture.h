@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "engine/io/synthetic_model.h"
 #include "engine/local_backend.h"
 #include "engine/model_loader.h"
 #include "engine/ops/dispatch.h"
@@ -19,6 +21,22 @@ namespace lockstep::testing {
 
 inline std::string ConformanceDir(const std::string& name) {
   return std::string(LOCKSTEP_SHARED_DIR) + "/fixtures/conformance/" + name;
+}
+
+// A small untied GQA shape (4 layers, 5 query heads sharing one kv head)
+// for tests that write their own checkpoints.
+inline SyntheticShape SmallUntiedShape() {
+  SyntheticShape s;
+  s.hidden = 80, s.layers = 4, s.heads = 5, s.kv_heads = 1, s.inter = 200, s.vocab = 301;
+  s.untied = true;
+  return s;
+}
+
+// A path under the test temp directory with nothing at it yet.
+inline std::string FreshPath(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/lockstep_" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
 }
 
 struct Variant {

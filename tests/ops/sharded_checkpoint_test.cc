@@ -18,18 +18,9 @@ using testing::DecodeLogits;
 using testing::Load;
 using testing::Variant;
 
-SyntheticShape Shape() {
-  SyntheticShape s;
-  s.hidden = 80, s.layers = 4, s.heads = 5, s.kv_heads = 1, s.inter = 200, s.vocab = 301;
-  s.untied = true;
-  return s;
-}
+SyntheticShape Shape() { return testing::SmallUntiedShape(); }
 
-std::string Scratch(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/lockstep_sharded_" + name;
-  std::filesystem::remove_all(dir);
-  return dir;
-}
+std::string Scratch(const std::string& name) { return testing::FreshPath("sharded_" + name); }
 
 TEST(ShardedCheckpoint, DecodesBitForBitLikeOneFile) {
   const std::string one = Scratch("one"), three = Scratch("three");

@@ -23,18 +23,9 @@ namespace {
 
 using testing::DecodeLogits;
 
-SyntheticShape Shape() {
-  SyntheticShape s;
-  s.hidden = 80, s.layers = 4, s.heads = 5, s.kv_heads = 1, s.inter = 200, s.vocab = 301;
-  s.untied = true;
-  return s;
-}
+SyntheticShape Shape() { return testing::SmallUntiedShape(); }
 
-std::string Scratch(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/lockstep_weight_cache_" + name;
-  std::filesystem::remove_all(dir);
-  return dir;
-}
+std::string Scratch(const std::string& name) { return testing::FreshPath("weight_cache_" + name); }
 
 const std::vector<uint32_t> kPrompt = {7, 1, 8, 2, 8, 1, 8, 2, 8};
 
@@ -90,6 +81,22 @@ uint64_t U64At(const std::vector<uint8_t>& b, size_t at) {
   return v;
 }
 
+// A model, its decode without a cache, and the cache file a first load
+// with a cache wrote.
+struct CachedModel {
+  std::string model, cache, file;
+  Loaded plain;
+};
+
+CachedModel WithCacheFile(const std::string& name) {
+  CachedModel c{Scratch(name), Scratch(name + "_cache"), "", {}};
+  EXPECT_TRUE(WriteSyntheticModel(c.model, Shape(), 9, "").ok());
+  c.plain = LoadAndDecode(c.model, "");
+  LoadAndDecode(c.model, c.cache);
+  c.file = OnlyFile(c.cache);
+  return c;
+}
+
 TEST(WeightCache, MappedMatricesDecodeLikePackedOnes) {
   const std::string model = Scratch("model"), cache = Scratch("cache");
   ASSERT_TRUE(WriteSyntheticModel(model, Shape(), 9, "").ok());
@@ -116,11 +123,9 @@ TEST(WeightCache, EachStageOfAShardedCheckpointHasItsOwnFile) {
 }
 
 TEST(WeightCache, ABitThatDiffersFromTheCheckpointIsCaughtAndTheFileRewritten) {
-  const std::string model = Scratch("tampered"), cache = Scratch("tampered_cache");
-  ASSERT_TRUE(WriteSyntheticModel(model, Shape(), 9, "").ok());
-  const Loaded plain = LoadAndDecode(model, "");
-  LoadAndDecode(model, cache);
-  const std::string file = OnlyFile(cache);
+  const CachedModel c = WithCacheFile("tampered");
+  const std::string &model = c.model, &cache = c.cache, &file = c.file;
+  const Loaded& plain = c.plain;
   std::vector<uint8_t> bytes = ReadFile(file);
   const uint64_t data = U64At(bytes, 16);
   bytes[data + 1000] ^= 0x01;  // one mantissa bit of the first matrix
@@ -135,11 +140,9 @@ TEST(WeightCache, ABitThatDiffersFromTheCheckpointIsCaughtAndTheFileRewritten) {
 }
 
 TEST(WeightCache, MalformedFilesAreRefusedWithTheirReason) {
-  const std::string model = Scratch("malformed"), cache = Scratch("malformed_cache");
-  ASSERT_TRUE(WriteSyntheticModel(model, Shape(), 9, "").ok());
-  const Loaded plain = LoadAndDecode(model, "");
-  LoadAndDecode(model, cache);
-  const std::string file = OnlyFile(cache);
+  const CachedModel c = WithCacheFile("malformed");
+  const std::string &model = c.model, &cache = c.cache, &file = c.file;
+  const Loaded& plain = c.plain;
   const std::vector<uint8_t> good = ReadFile(file);
   const uint16_t name_len = static_cast<uint16_t>(good[24] | good[25] << 8);
   const size_t first_offset = 24 + 2 + name_len + 1 + 16;  // entry 0's offset field
