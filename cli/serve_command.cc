@@ -42,7 +42,8 @@ Status Serve(ServeCommandOptions& o) {
   runtime::WorkerSpawnOptions spawn;
   spawn.exe = runtime::SelfExe();
   spawn.count = o.workers;
-  spawn.compute = {o.serve.isa, o.serve.threads};  // the workers compute, with these
+  spawn.compute = {o.serve.isa, o.serve.threads, WeightFormat::kPackedBf16,
+                   o.serve.weight_cache};  // the workers compute, with these
   LOCKSTEP_ASSIGN_OR_RETURN(auto procs, runtime::WorkerProcesses::Spawn(spawn));
   ClusterConfig cfg;
   cfg.model_dir = o.serve.model_dir;
@@ -72,8 +73,8 @@ CLI::App* AddServeCommand(CLI::App& app, ServeCommandOptions& o) {
   c->add_option("--threads", s.threads, "Compute threads (including the scheduler)")->default_val(1);
   c->add_option("--isa", s.isa, "Kernels: scalar|avx2|avx512|neon|auto")->default_val("auto");
   c->add_option("--weight-cache", s.weight_cache,
-                "In-process serving: keep packed weights in this directory and map them on later "
-                "loads (verified against the checkpoint every time)");
+                "Keep packed weights in this directory and map them on later loads (verified "
+                "against the checkpoint every time); with --workers K, every local worker's too");
   c->add_option("--max-sessions", s.scheduler.max_sessions, "Concurrent sessions before 429")
       ->default_val(s.scheduler.max_sessions);
   c->add_option("--kv-budget-mib", o.kv_budget_mib, "KV bytes reserved by sessions before 429")

@@ -135,6 +135,10 @@ std::vector<std::string> WorkerProcesses::Args(const WorkerSpawnOptions& o, int 
     args.push_back("--allow");
     args.push_back(a);
   }
+  if (!o.compute.weight_cache.empty()) {  // each stage keys its own file there
+    args.push_back("--weight-cache");
+    args.push_back(o.compute.weight_cache);
+  }
   return args;
 }
 

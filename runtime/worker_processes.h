@@ -42,7 +42,8 @@ struct WorkerSpawnOptions {
   // "spares" (a dead stage is rebuilt on them).
   int spares = 0;
   // Each worker computes with these kernels and threads (`--isa`,
-  // `--threads`); the weight format is the worker's default.
+  // `--threads`) and keeps its weight cache in compute.weight_cache, if
+  // set (`--weight-cache`); the weight format is the worker's default.
   ComputeOptions compute;
   // Timeout if a child has not reported readiness by then.
   std::chrono::milliseconds ready_timeout{10000};

@@ -25,7 +25,7 @@ struct ServeOptions {
   HttpOptions http;
   size_t threads = 1;
   std::string isa = "auto";
-  std::string weight_cache;  // in-process serving: ComputeOptions::weight_cache
+  std::string weight_cache;  // ComputeOptions::weight_cache, in process and for local workers
   SchedulerOptions scheduler;
   int shutdown_grace_ms = 10000;
   std::optional<ClusterConfig> cluster;  // its model_dir is model_dir

@@ -1,10 +1,12 @@
 // runtime::WorkerProcesses: structured readiness (the JSON line on
 // --ready-fd, checked against the child's key and pid; a child that lies,
-// stays silent or dies is refused with a named error), and workers started
-// with --threads 2 give the digests of a one-thread monolithic run.
+// stays silent or dies is refused with a named error), workers started
+// with --threads 2 give the digests of a one-thread monolithic run, and a
+// run's --weight-cache reaches every worker it spawns.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "cli_runner.h"
@@ -103,6 +105,23 @@ TEST(WorkerProcesses, RunWithThreadsPassesThemToWorkers) {
                                 "--workers", "2", "--isa", "no-such-isa"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("no-such-isa"), std::string::npos) << bad.err;
+}
+
+TEST(WorkerProcesses, RunWithAWeightCacheGivesEveryWorkerOne) {
+  const std::string model = MakeModel("runcache", 4, 33);
+  const std::string cache = MakeTempDir("runcache_files");
+  const std::vector<std::string> args = {"run", "--model", model, "--ids", "3,1,4", "--gen", "4",
+                                         "--workers", "2", "--weight-cache", cache,
+                                         "--compare-monolithic"};
+  const CliOutput first = RunCli(args);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const CliOutput second = RunCli(args);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.out.find("sharded == monolithic\n"), std::string::npos) << second.out;
+  size_t mapped = 0;  // two stages; the monolithic twin of --compare-monolithic is a third
+  for (size_t at = 0; (at = second.err.find("matrices mapped from", at)) != std::string::npos; ++at) ++mapped;
+  EXPECT_EQ(mapped, 3u) << second.err;
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(cache), {}), 3) << first.err;
 }
 
 }  // namespace
