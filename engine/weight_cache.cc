@@ -114,7 +114,7 @@ Result<WeightCache> WeightCache::Open(const std::string& path) {
   if (std::memcmp(magic, kMagic, 8) != 0) return corrupt("not a weight cache (bad magic)");
   if (version != kVersion) return corrupt("version " + std::to_string(version) + ", expected 1");
   if (count > kMaxEntries) return corrupt(std::to_string(count) + " entries");
-  if (header % kAlign != 0 || header > size) {
+  if (header == 0 || header % kAlign != 0 || header > size) {
     return corrupt("header of " + std::to_string(header) + " bytes in a file of " + std::to_string(size));
   }
   Reader h(c.map_.get() + 24, header - 24);

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -159,6 +160,8 @@ TEST(WeightCache, MalformedFilesAreRefusedWithTheirReason) {
       {"outside the data", [](auto& b) { b.resize(b.size() - 4096); }},
       {"bytes for", [&](auto& b) { b[first_offset - 8] ^= 0x01; }},  // entry 0's cols
       {"bad name length", [](auto& b) { b[24] = 0, b[25] = 0; }},
+      {"header of 0 bytes", [](auto& b) { std::fill(b.begin() + 16, b.begin() + 24, 0); }},
+      {"header of 4097 bytes", [](auto& b) { b[16] = 1, b[17] = 0x10, b[18] = b[19] = 0; }},
   };
   for (const Damage& d : damages) {
     std::vector<uint8_t> bytes = good;
