@@ -320,21 +320,24 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
   // Every tensor present, shaped and typed as the config says before
   // anything is allocated.
   LOCKSTEP_RETURN_IF_ERROR(CheckStageTensors(f, c, spec));
-  if (cache == nullptr || cache->dir.empty() || format != WeightFormat::kPackedBf16) {
-    if (cache != nullptr && !cache->dir.empty()) cache->note = "weight cache: not used (bf16 weights only)";
-    StageWeights w;
-    LOCKSTEP_RETURN_IF_ERROR(LoadOnce(f, c, spec, format, threads, digests, nullptr, nullptr, w, nullptr));
-    return w;
+  std::string path;  // the cache file, when there is one to use
+  if (cache != nullptr && !cache->dir.empty()) {
+    if (format != WeightFormat::kPackedBf16) {
+      cache->note = "weight cache: not used (bf16 weights only)";
+    } else if (Result<std::string> p = WeightCache::PathFor(cache->dir, f, StageTag(spec, format));
+               !p.ok()) {
+      cache->note = "weight cache: not used: " + p.status().message();
+    } else {
+      path = *p;
+    }
   }
-  Result<std::string> path = WeightCache::PathFor(cache->dir, f, StageTag(spec, format));
-  if (!path.ok()) {
-    cache->note = "weight cache: not used: " + path.status().message();
+  if (path.empty()) {
     StageWeights w;
     LOCKSTEP_RETURN_IF_ERROR(LoadOnce(f, c, spec, format, threads, digests, nullptr, nullptr, w, nullptr));
     return w;
   }
   std::string why;  // why the file was not used, if it was not
-  Result<WeightCache> opened = WeightCache::Open(*path);
+  Result<WeightCache> opened = WeightCache::Open(path);
   if (opened.ok()) {
     CacheCheck check;
     StageWeights w;
@@ -342,7 +345,7 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
         LoadOnce(f, c, spec, format, threads, digests, &*opened, &check, w, nullptr));
     if (!check.differs && check.packed == 0) {
       cache->note = "weight cache: " + std::to_string(check.from_cache.load()) +
-                    " matrices mapped from " + *path + ", each equal to the checkpoint's bytes";
+                    " matrices mapped from " + path + ", each equal to the checkpoint's bytes";
       return w;
     }
     if (check.differs) {
@@ -357,9 +360,9 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
   StageWeights w;
   LOCKSTEP_RETURN_IF_ERROR(
       LoadOnce(f, c, spec, format, threads, digests, nullptr, nullptr, w, &matrices));
-  const Status wrote = WeightCache::Write(*path, matrices);
+  const Status wrote = WeightCache::Write(path, matrices);
   cache->note = "weight cache: " + (why.empty() ? std::string("none yet") : "not used, " + why) +
-                "; " + (wrote.ok() ? "wrote " + *path : "could not write it: " + wrote.message());
+                "; " + (wrote.ok() ? "wrote " + path : "could not write it: " + wrote.message());
   return w;
 }
 
