@@ -6,12 +6,14 @@
 // one file leaves most of its vector units idle. Where this CPU has
 // AVX-512VL, the whole 64-byte blocks that two to eight streams hold at
 // once are compressed together, one stream per 32-bit lane of a 256-bit
-// vector (Sha256BlocksX8). That pays from two streams on a CPU without the
-// SHA extensions, where OpenSSL hashes one stream for about what the kernel
-// costs for eight; with them, OpenSSL's one stream runs at ~1.15 GB/s and
+// vector (Sha256BlocksX8). Without the SHA extensions that pays from two
+// streams: the earlier four-lane kernel on 128-bit vectors cost about one
+// stream through OpenSSL, and this one issues the same instructions on
+// 256-bit vectors. With them, OpenSSL's one stream runs at ~1.15 GB/s and
 // the kernel's eight at ~1.67 GB/s together (`ops_bench
-// --benchmark_filter=Sha256Streams`, a Xeon with AMX), so there it pays
-// only from kSha256LanesOverShaExtensions streams. Everything else (a
+// --benchmark_filter=Sha256Streams` on a Xeon with AMX; not measured on
+// other CPUs with the extensions), so there it pays only from
+// kSha256LanesOverShaExtensions streams. Everything else (a
 // single stream, the bytes completing a pending partial block, the tail of
 // each call, fewer streams than pay) goes through Sha256Stream.
 //
