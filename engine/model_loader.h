@@ -75,7 +75,7 @@ struct ComputeOptions {
   WeightFormat weights = WeightFormat::kPackedBf16;
   // A weight cache directory (weight_cache.h; empty: none). It changes
   // only how fast the weights load, never what they are.
-  std::string weight_cache;
+  std::string weight_cache{};
 };
 
 // Invalid naming --isa for kernels this CPU lacks, or --threads for 0.
