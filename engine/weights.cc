@@ -26,10 +26,11 @@ std::string LayerName(int layer, const char* suffix) {
 // is read once and goes straight into its final place: matrices packed
 // row block by row block, vectors widened. Destinations never move after
 // their sink is made.
-// What a load with a weight cache found: matrices taken from it, packed
-// afresh, and the first one whose cached bytes differ from the checkpoint.
+// What a load with a weight cache found: matrices taken from it and packed
+// afresh (counted as the sinks are made, on one thread), and the first one
+// whose cached bytes differ from the checkpoint (set from any reader).
 struct CacheCheck {
-  std::atomic<size_t> from_cache{0}, packed{0};
+  size_t from_cache = 0, packed = 0;
   std::atomic<bool> differs{false};
   std::mutex mu;
   std::string first_difference;
@@ -344,14 +345,14 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
     LOCKSTEP_RETURN_IF_ERROR(
         LoadOnce(f, c, spec, format, threads, digests, &*opened, &check, w, nullptr));
     if (!check.differs && check.packed == 0) {
-      cache->note = "weight cache: " + std::to_string(check.from_cache.load()) +
+      cache->note = "weight cache: " + std::to_string(check.from_cache) +
                     " matrices mapped from " + path + ", each equal to the checkpoint's bytes";
       return w;
     }
     if (check.differs) {
       why = "its " + check.first_difference + " differs from the checkpoint's bytes";
     } else {
-      why = "it lacks " + std::to_string(check.packed.load()) + " of the stage's matrices";
+      why = "it lacks " + std::to_string(check.packed) + " of the stage's matrices";
     }
   } else if (opened.status().kind() != ErrorKind::kNotFound) {
     why = opened.status().message();

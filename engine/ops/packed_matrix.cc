@@ -28,6 +28,23 @@ float BitsToFloat(uint32_t bits) {
   return f;
 }
 
+// The rows [r, r + n) of a matrix as the packers take them: whole(i) for
+// each whole panel whose first row is r + i, row(i) for every other row,
+// in order; stops at the first call that returns false (and returns it).
+template <class Whole, class Row>
+bool ForPanelsAndRows(size_t r, size_t n, Whole&& whole, Row&& row) {
+  for (size_t i = 0; i < n;) {
+    if ((r + i) % kPanelRows == 0 && n - i >= kPanelRows) {
+      if (!whole(i)) return false;
+      i += kPanelRows;
+    } else {
+      if (!row(i)) return false;
+      ++i;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
@@ -125,19 +142,17 @@ void PackedMatrix::PackBf16Rows(size_t r0, std::span<const uint8_t> bytes, Threa
 // sequential reads, and the panel being written stays in cache.
 void PackedMatrix::PackBf16Range(size_t r, const uint8_t* src, size_t n) {
   const PackBf16PanelFn pack_panel = BestPackBf16Panel();
-  uint16_t* const base = reinterpret_cast<uint16_t*>(data_.get());
+  uint16_t* const dst = reinterpret_cast<uint16_t*>(data_.get());
   const size_t row_bytes = 2 * cols_;
-  for (size_t i = 0; i < n;) {
-    if ((r + i) % kPanelRows == 0 && n - i >= kPanelRows) {
-      pack_panel(src + i * row_bytes, row_bytes, cols_, base + Index(r + i, 0));
-      i += kPanelRows;
-      continue;
-    }
-    uint16_t* dst = base + Index(r + i, 0);
+  ForPanelsAndRows(r, n, [&](size_t i) {
+    pack_panel(src + i * row_bytes, row_bytes, cols_, dst + Index(r + i, 0));
+    return true;
+  }, [&](size_t i) {
+    uint16_t* at = dst + Index(r + i, 0);
     const uint8_t* row = src + i * row_bytes;
-    for (size_t k = 0; k < cols_; ++k) std::memcpy(dst + k * kPanelRows, row + 2 * k, 2);
-    ++i;
-  }
+    for (size_t k = 0; k < cols_; ++k) std::memcpy(at + k * kPanelRows, row + 2 * k, 2);
+    return true;
+  });
 }
 
 PackedMatrix PackedMatrix::View(std::shared_ptr<const void> owner, const uint8_t* bytes,
@@ -151,31 +166,26 @@ PackedMatrix PackedMatrix::View(std::shared_ptr<const void> owner, const uint8_t
   return m;
 }
 
-// Whole panels are packed into a scratch panel and compared at once; rows
-// of a panel only partly in [r0, r0 + n) are compared element by element.
+// As PackBf16Range walks them: whole panels packed into a scratch panel
+// and compared at once, other rows element by element.
 bool PackedMatrix::SameAsBf16Rows(size_t r0, std::span<const uint8_t> bytes) const {
   const size_t n = cols_ == 0 ? 0 : bytes.size() / (2 * cols_);
   const PackBf16PanelFn pack_panel = BestPackBf16Panel();
   const uint16_t* const stored = reinterpret_cast<const uint16_t*>(base());
   const size_t row_bytes = 2 * cols_;
   thread_local std::vector<uint16_t> panel;
-  for (size_t i = 0; i < n;) {
-    const size_t r = r0 + i;
-    if (r % kPanelRows == 0 && n - i >= kPanelRows) {
-      panel.resize(kPanelRows * cols_);
-      pack_panel(bytes.data() + i * row_bytes, row_bytes, cols_, panel.data());
-      if (std::memcmp(panel.data(), stored + Index(r, 0), panel.size() * 2) != 0) return false;
-      i += kPanelRows;
-      continue;
-    }
-    const uint16_t* at = stored + Index(r, 0);
+  return ForPanelsAndRows(r0, n, [&](size_t i) {
+    panel.resize(kPanelRows * cols_);
+    pack_panel(bytes.data() + i * row_bytes, row_bytes, cols_, panel.data());
+    return std::memcmp(panel.data(), stored + Index(r0 + i, 0), panel.size() * 2) == 0;
+  }, [&](size_t i) {
+    const uint16_t* at = stored + Index(r0 + i, 0);
     const uint8_t* row = bytes.data() + i * row_bytes;
     for (size_t k = 0; k < cols_; ++k) {
       if (std::memcmp(at + k * kPanelRows, row + 2 * k, 2) != 0) return false;
     }
-    ++i;
-  }
-  return true;
+    return true;
+  });
 }
 
 float PackedMatrix::At(size_t r, size_t k) const {
