@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/ops/huge_pages.h"
 #include "engine/weight_cache.h"
 
 namespace lockstep {
@@ -117,11 +118,12 @@ class SinkBuilder {
     return packed_;
   }
 
-  // Faults every packed matrix's pages in from `threads` threads, then
-  // advises huge pages. The first touch of fresh memory is a large part of
-  // loading a big checkpoint, more so where the hypervisor backs a guest's
-  // pages only when touched; one thread did all of it before the reading
-  // began.
+  // Faults every packed matrix's pages in from `threads` threads, with
+  // huge pages advised before when free 2 MB blocks cover them all, after
+  // otherwise (engine/ops/huge_pages.h). The first touch of fresh memory is
+  // a large part of loading a big checkpoint, more so where the hypervisor
+  // backs a guest's pages only when touched; one thread did all of it
+  // before the reading began.
   void PopulateMatrices(int threads) const {
     constexpr size_t kPiece = size_t{32} << 20;
     struct Range {
@@ -129,10 +131,16 @@ class SinkBuilder {
       size_t begin, end;
     };
     std::vector<Range> ranges;
+    size_t total = 0;
     for (ops::PackedMatrix* m : unpopulated_) {
       for (size_t b = 0; b < m->storage_bytes(); b += kPiece) {
         ranges.push_back({m, b, std::min(b + kPiece, m->storage_bytes())});
       }
+      total += m->storage_bytes();
+    }
+    const bool huge_first = ops::HugePagesFreeFor(total);
+    if (huge_first) {
+      for (ops::PackedMatrix* m : unpopulated_) m->AdviseHugePages();
     }
     std::atomic<size_t> next{0};
     auto work = [&] {
@@ -145,7 +153,9 @@ class SinkBuilder {
     for (size_t t = 1; t < n; ++t) helpers.emplace_back(work);
     work();
     for (std::thread& t : helpers) t.join();
-    for (ops::PackedMatrix* m : unpopulated_) m->AdviseHugePages();
+    if (!huge_first) {
+      for (ops::PackedMatrix* m : unpopulated_) m->AdviseHugePages();
+    }
   }
 
  private:

@@ -9,6 +9,7 @@
 #include <new>
 #include <vector>
 
+#include "engine/ops/huge_pages.h"
 #include "engine/ops/pack_bf16.h"
 #include "engine/ops/thread_pool.h"
 
@@ -17,7 +18,6 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "bf16 bytes are read as host u16");
 
-constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kSmallPage = 4096;
 
 uint32_t WidenBits(uint16_t b) { return static_cast<uint32_t>(b) << 16; }  // §4.1
@@ -55,15 +55,17 @@ void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type, Populate 
   type_ = type;
   const size_t n = bytes();
   if (n == 0) return;
-  const size_t align = n >= kHugePage ? kHugePage : n >= kSmallPage ? kSmallPage : 64;
+  const size_t align = n >= kHugePageBytes ? kHugePageBytes : n >= kSmallPage ? kSmallPage : 64;
   const size_t rounded = (n + align - 1) / align * align;
   void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) throw std::bad_alloc();
   data_.reset(static_cast<uint8_t*>(p));
   storage_bytes_ = rounded;
   if (when == Populate::kNow) {
+    const bool huge_first = HugePagesFreeFor(rounded);
+    if (huge_first) AdviseHugePages();
     PopulatePages(0, rounded);
-    AdviseHugePages();
+    if (!huge_first) AdviseHugePages();
   }
   // Only the last panel can hold padding rows; the rest is written by the
   // packers, so zero just that panel (and the rounding slack).
@@ -80,13 +82,13 @@ void PackedMatrix::PopulatePages(size_t begin, size_t end) {
 #endif
 }
 
-// Populate first, then ask for huge pages: with MADV_HUGEPAGE before the
-// first touch every fault may compact memory synchronously (THP defrag
-// "madvise"), which cost 4-6 s of system time loading a 2.5 GB checkpoint
-// on a machine whose memory is full of page cache; afterwards khugepaged
-// collapses the pages in the background.
+// Before the first touch only when free 2 MB blocks cover the storage
+// (engine/ops/huge_pages.h): otherwise every fault may compact memory
+// synchronously (THP defrag "madvise"), which cost 4-6 s of system time
+// loading a 2.5 GB checkpoint on a machine whose memory was full of page
+// cache; advised after populating, khugepaged collapses the pages later.
 void PackedMatrix::AdviseHugePages() {
-  if (storage_bytes_ >= kHugePage) (void)madvise(data_.get(), storage_bytes_, MADV_HUGEPAGE);
+  if (storage_bytes_ >= kHugePageBytes) (void)madvise(data_.get(), storage_bytes_, MADV_HUGEPAGE);
 }
 
 PackedMatrix PackedMatrix::FromF32(const float* w, size_t rows, size_t cols) {

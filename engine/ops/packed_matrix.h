@@ -83,8 +83,8 @@ class PackedMatrix {
   // Faults storage bytes [begin, end) in, rounded out to pages. Before any
   // packing; distinct ranges may be populated from different threads.
   void PopulatePages(size_t begin, size_t end);
-  // Advises huge pages for a large matrix, once its pages are populated
-  // (before, every fault could compact memory synchronously).
+  // Advises huge pages for a large matrix: before PopulatePages when
+  // HugePagesFreeFor(storage) (engine/ops/huge_pages.h), after it otherwise.
   void AdviseHugePages();
   // Packs rows [r0, r0 + n) from n row-major little-endian bf16 rows
   // (2 * n * cols bytes) as FromBf16Bytes does. REQUIRES r0 + n <= rows.
