@@ -8,6 +8,7 @@
 
 #include "engine/local_backend.h"
 #include "engine/ops/dispatch.h"
+#include "engine/ops/huge_pages.h"
 #include "engine/ops/thread_pool.h"
 #include "engine/step_outcome.h"
 #include "engine/witness.h"
@@ -107,16 +108,27 @@ Status BatchedStep(const Stage& st, std::vector<Session>& ss, Batch& b) {
 // (3 arrays counted, as STREAM does). Best of `repeats`, in GB/s. 512 MB
 // arrays: a VM's reported cache sizes can be smaller than the host's (a
 // guest reporting 32 MB of L3 read a 128 MB array at 50-60 GB/s in about
-// one run in three, 30-35 GB/s otherwise).
+// one run in three, 30-35 GB/s otherwise). The arrays get huge pages where
+// free (ops::AllocateLarge), as the packed weights do: on a guest whose
+// host shadows its page tables, 4 KB pages read 2-20 GB/s where 2 MB pages
+// read 40-60.
 void MeasureStream(ops::ThreadPool* pool, size_t repeats, BenchFigures* f) {
   const size_t n = size_t{128} << 20;  // floats per array: 512 MB each
-  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.5f);
+  const ops::LargeBuffer storage = ops::AllocateLarge(3 * n * sizeof(float));
+  float* const a = reinterpret_cast<float*>(storage.get());
+  float* const b = a + n;
+  float* const c = b + n;
+  ops::ForEachChunk(pool, n, size_t{1} << 18, [&](size_t lo, size_t hi, size_t) {
+    std::fill(a + lo, a + hi, 1.0f);
+    std::fill(b + lo, b + hi, 2.0f);
+    std::fill(c + lo, c + hi, 0.5f);
+  });
   const size_t chunk = size_t{1} << 18;
   std::vector<uint64_t> sink((n + chunk - 1) / chunk);
   for (size_t r = 0; r < repeats; ++r) {
     auto t0 = Clock::now();
     ops::ForEachChunk(pool, n, chunk, [&](size_t lo, size_t hi, size_t) {
-      const uint64_t* w = reinterpret_cast<const uint64_t*>(b.data() + lo);
+      const uint64_t* w = reinterpret_cast<const uint64_t*>(b + lo);
       uint64_t x0 = 0, x1 = 0, x2 = 0, x3 = 0;
       for (size_t i = 0; i + 4 <= (hi - lo) / 2; i += 4) {
         x0 ^= w[i], x1 ^= w[i + 1], x2 ^= w[i + 2], x3 ^= w[i + 3];
