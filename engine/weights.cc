@@ -138,24 +138,23 @@ class SinkBuilder {
       }
       total += m->storage_bytes();
     }
-    const bool huge_first = ops::HugePagesFreeFor(total);
-    if (huge_first) {
+    auto advise = [this] {
       for (ops::PackedMatrix* m : unpopulated_) m->AdviseHugePages();
-    }
+    };
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t i; (i = next.fetch_add(1)) < ranges.size();) {
         ranges[i].m->PopulatePages(ranges[i].begin, ranges[i].end);
       }
     };
-    std::vector<std::thread> helpers;
-    const size_t n = std::min(static_cast<size_t>(std::max(threads, 1)), ranges.size());
-    for (size_t t = 1; t < n; ++t) helpers.emplace_back(work);
-    work();
-    for (std::thread& t : helpers) t.join();
-    if (!huge_first) {
-      for (ops::PackedMatrix* m : unpopulated_) m->AdviseHugePages();
-    }
+    auto populate = [&] {
+      std::vector<std::thread> helpers;
+      const size_t n = std::min(static_cast<size_t>(std::max(threads, 1)), ranges.size());
+      for (size_t t = 1; t < n; ++t) helpers.emplace_back(work);
+      work();
+      for (std::thread& t : helpers) t.join();
+    };
+    ops::PopulateAdvisingHugePages(total, advise, populate);
   }
 
  private:

@@ -118,12 +118,12 @@ void MeasureStream(ops::ThreadPool* pool, size_t repeats, BenchFigures* f) {
   float* const a = reinterpret_cast<float*>(storage.get());
   float* const b = a + n;
   float* const c = b + n;
-  ops::ForEachChunk(pool, n, size_t{1} << 18, [&](size_t lo, size_t hi, size_t) {
+  const size_t chunk = size_t{1} << 18;
+  ops::ForEachChunk(pool, n, chunk, [&](size_t lo, size_t hi, size_t) {
     std::fill(a + lo, a + hi, 1.0f);
     std::fill(b + lo, b + hi, 2.0f);
     std::fill(c + lo, c + hi, 0.5f);
   });
-  const size_t chunk = size_t{1} << 18;
   std::vector<uint64_t> sink((n + chunk - 1) / chunk);
   for (size_t r = 0; r < repeats; ++r) {
     auto t0 = Clock::now();

@@ -36,6 +36,17 @@ size_t FreeHugeBlockBytes(std::string_view buddyinfo, size_t page_bytes);
 // /proc/buddyinfo; false when it cannot be read or THP is off).
 bool HugePagesFreeFor(size_t bytes);
 
+// Runs `populate` (a buffer's first touch) with `advise` (its MADV_HUGEPAGE)
+// before it when HugePagesFreeFor(bytes), after it otherwise: the one place
+// that order is decided.
+template <class Advise, class Populate>
+void PopulateAdvisingHugePages(size_t bytes, Advise&& advise, Populate&& populate) {
+  const bool huge_first = HugePagesFreeFor(bytes);
+  if (huge_first) advise();
+  populate();
+  if (!huge_first) advise();
+}
+
 // A large buffer about to be written for the first time: `bytes` rounded
 // up to whole huge pages, 2 MB aligned, with huge pages advised before the
 // first touch when HugePagesFreeFor(bytes). Contents unspecified. Throws

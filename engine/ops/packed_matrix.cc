@@ -62,10 +62,8 @@ void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type, Populate 
   data_.reset(static_cast<uint8_t*>(p));
   storage_bytes_ = rounded;
   if (when == Populate::kNow) {
-    const bool huge_first = HugePagesFreeFor(rounded);
-    if (huge_first) AdviseHugePages();
-    PopulatePages(0, rounded);
-    if (!huge_first) AdviseHugePages();
+    PopulateAdvisingHugePages(
+        rounded, [this] { AdviseHugePages(); }, [this, rounded] { PopulatePages(0, rounded); });
   }
   // Only the last panel can hold padding rows; the rest is written by the
   // packers, so zero just that panel (and the rounding slack).
