@@ -6,6 +6,7 @@
 
 #include <unicode/unistr.h>
 #include <unicode/utf16.h>
+#include <unicode/utf8.h>
 
 #include "engine/tokenizer/added_tokens.h"
 #include "engine/tokenizer/bpe_model.h"
@@ -23,6 +24,10 @@ struct Tokenizer::Impl {
   PreTokenizerChain chain;
   BpeModel model;
   uint32_t vocab_size = 0;
+  // [vocab_size]: what the ByteLevel decoder makes of each id (empty for an
+  // unknown id, which Decode skips), computed once so Decode is a
+  // concatenation. A streaming server decodes a growing answer per token.
+  std::vector<std::string> id_bytes;
 
   // Pre-tokenizes and BPE-encodes one segment free of added tokens.
   void EncodeText(std::string_view text, WordCache* cache, std::vector<uint32_t>* ids) const;
@@ -163,6 +168,23 @@ Result<std::vector<AddedToken>> ParseAddedTokens(const json& list, const BpeMode
   return tokens;
 }
 
+// The ByteLevel decoder on one token: a token made only of byte-alphabet
+// characters becomes those bytes; any other is kept as its own UTF-8.
+// `token` is valid UTF-8 (it came through the JSON parser).
+std::string ByteLevelBytes(const std::string& token) {
+  std::string bytes;
+  const auto* s = reinterpret_cast<const uint8_t*>(token.data());
+  const int32_t length = static_cast<int32_t>(token.size());
+  for (int32_t i = 0; i < length;) {
+    UChar32 c = 0;
+    U8_NEXT(s, i, length, c);
+    const int b = c < 0 ? -1 : CodepointToByte(static_cast<uint32_t>(c));
+    if (b < 0) return token;
+    bytes.push_back(static_cast<char>(b));
+  }
+  return bytes;
+}
+
 Result<std::shared_ptr<Tokenizer::Impl>> Build(TokenizerDoc doc, const std::string& src) {
   LOCKSTEP_RETURN_IF_ERROR(CheckTopLevel(doc.root, src));
   const json& model_json = Field(doc.root, "model");
@@ -184,6 +206,12 @@ Result<std::shared_ptr<Tokenizer::Impl>> Build(TokenizerDoc doc, const std::stri
   });
   LOCKSTEP_ASSIGN_OR_RETURN(impl->chain,
                             PreTokenizerChain::Parse(Field(doc.root, "pre_tokenizer"), src));
+  impl->id_bytes.resize(impl->vocab_size);
+  for (uint32_t id = 0; id < impl->vocab_size; ++id) {
+    const AddedToken* added = impl->added.FindById(id);
+    const std::string* token = added ? &added->content : impl->model.IdToToken(id);
+    if (token != nullptr) impl->id_bytes[id] = ByteLevelBytes(*token);
+  }
   return impl;
 }
 
@@ -277,23 +305,7 @@ std::vector<uint32_t> Tokenizer::Encode(std::string_view text) const {
 std::string Tokenizer::Decode(std::span<const uint32_t> ids) const {
   std::string bytes;
   for (uint32_t id : ids) {
-    const AddedToken* added = impl_->added.FindById(id);
-    const std::string* token = added ? &added->content : impl_->model.IdToToken(id);
-    if (token == nullptr) continue;  // unknown id: skipped, as the crate does
-    // ByteLevel decoder: a token made only of byte-alphabet characters
-    // becomes those bytes; any other token is kept as its own UTF-8.
-    const size_t mark = bytes.size();
-    bool all_mapped = true;
-    const icu::UnicodeString u = icu::UnicodeString::fromUTF8(*token);
-    for (int32_t i = 0; i < u.length() && all_mapped; i = u.moveIndex32(i, 1)) {
-      const int b = CodepointToByte(static_cast<uint32_t>(u.char32At(i)));
-      if (b < 0) all_mapped = false;
-      else bytes.push_back(static_cast<char>(b));
-    }
-    if (!all_mapped) {
-      bytes.resize(mark);
-      bytes += *token;
-    }
+    if (id < impl_->id_bytes.size()) bytes += impl_->id_bytes[id];
   }
   return LossyUtf8(bytes);
 }
