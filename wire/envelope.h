@@ -32,7 +32,7 @@
 
 namespace lockstep::wire {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 static_assert(kProtocolVersion == schema::PROTOCOL_VERSION,
               "kProtocolVersion must match lockstep.capnp");
 

@@ -51,6 +51,11 @@ Digest HiddenDigestOf(const HiddenFrame& h, std::span<const uint8_t> payload) {
   if (h.handoff) {  // the payload's length is fixed by the header: no ambiguity
     s.UpdateU32Le(h.handoff->decode_step);
     s.Update(h.handoff->chain_state.bytes);
+    if (h.handoff->relay > 0) {  // 'R' and the count: no other form has that tag there
+      const uint8_t r = 'R';
+      s.Update({&r, 1});
+      s.UpdateU32Le(h.handoff->relay);
+    }
   }
   if (h.no_output) {  // one byte after the payload: no other form has that length
     const uint8_t n = 'N';
@@ -157,6 +162,7 @@ void HashLayerDigests(Sha256Stream& s, const std::vector<Digest>& digests) {
 void WriteHandoff(const ChainHandoff& h, schema::ChainHandoff::Builder out) {
   out.setDecodeStep(h.decode_step);
   out.setChainState(capnp::Data::Reader(h.chain_state.bytes.data(), h.chain_state.bytes.size()));
+  out.setRelay(h.relay);
 }
 
 Result<std::optional<ChainHandoff>> ReadHandoff(bool has, schema::ChainHandoff::Reader in,
@@ -165,7 +171,7 @@ Result<std::optional<ChainHandoff>> ReadHandoff(bool has, schema::ChainHandoff::
   const capnp::Data::Reader state = in.getChainState();
   Result<Sha256State> parsed = Sha256State::Parse({state.begin(), state.size()});
   if (!parsed.ok()) return parsed.status().WithContext(what + " chain handoff");
-  return std::optional<ChainHandoff>(ChainHandoff{in.getDecodeStep(), *parsed});
+  return std::optional<ChainHandoff>(ChainHandoff{in.getDecodeStep(), *parsed, in.getRelay()});
 }
 
 void WriteHidden(const HiddenFrame& h, schema::HiddenFrame::Builder out) {

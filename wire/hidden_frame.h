@@ -30,6 +30,7 @@ namespace lockstep::wire {
 struct ChainHandoff {
   uint32_t decode_step = 0;  // the step's index for sampling
   Sha256State chain_state;   // validated by the decoders (Sha256State::Parse)
+  uint32_t relay = 0;        // steps the pipeline runs after this one by itself
   bool operator==(const ChainHandoff&) const = default;
 };
 

@@ -26,7 +26,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("lockstep::wire::schema");
 
-const protocolVersion :UInt32 = 1;
+const protocolVersion :UInt32 = 2;
 # The version this schema describes; written into every Envelope.
 
 struct Envelope {
@@ -91,6 +91,15 @@ struct Assign {
                                    # differs, and then reports
                                    # expectedWeightsSha256 in its Hello.
                                    # Empty: it hashes every weight file.
+  ringHop @13 :Text;               # The last stage of two or more: the first
+                                   # stage's endpoint, to which it sends the
+                                   # next step of a relayed session
+                                   # (ChainHandoff.relay). Empty otherwise.
+  ringHopKey @14 :Text;            # CURVE public key (Z85) the first stage
+                                   # must hold; empty on plaintext links.
+  ringUpstreamKey @15 :Text;       # The first stage of two or more: the last
+                                   # stage's CURVE key, accepted for relayed
+                                   # steps only. Empty otherwise.
 }
 
 struct WeightFile {
@@ -150,6 +159,12 @@ struct ChainHandoff {
   decodeStep @0 :UInt32;      # The step's index for sampling (0 = first token).
   chainState @1 :Data;        # Exactly 108 bytes: the SHA-256 state (layout
                               # in the doc); refused unless consistent.
+  relay @2 :UInt32;           # Steps that follow this one without the
+                              # coordinator: the last stage also sends the
+                              # chosen token to the first stage as the
+                              # session's next step (TokenInput.relayed,
+                              # with relay - 1 to follow), before its
+                              # StepResult. 0: none.
 }
 
 struct TokenInput {
@@ -164,6 +179,10 @@ struct TokenInput {
                               # chunk that is not the last): the last stage
                               # computes no logits and replies nothing.
                               # Refused together with a handoff.
+  relayed @6 :Bool;           # Sent by the last stage as the next step of a
+                              # relay (ChainHandoff.relay); accepted from it
+                              # alone, and only as the step its session
+                              # expects next.
 }
 
 struct HiddenFrame {

@@ -61,6 +61,9 @@ void Write(const Assign& m, s::Envelope::Builder e) {
   out.setWorkerIndex(m.worker_index);
   out.setNextHopKey(m.next_hop_key);
   out.setUpstreamKey(m.upstream_key);
+  out.setRingHop(m.ring_hop);
+  out.setRingHopKey(m.ring_hop_key);
+  out.setRingUpstreamKey(m.ring_upstream_key);
   if (!m.weight_files.empty()) {
     auto files = out.initWeightFiles(static_cast<unsigned>(m.weight_files.size()));
     for (size_t i = 0; i < m.weight_files.size(); ++i) {
@@ -112,6 +115,7 @@ void Write(const TokenInput& m, s::Envelope::Builder e) {
   for (size_t i = 0; i < m.token_ids.size(); ++i) ids.set(i, m.token_ids[i]);
   if (m.handoff) internal::WriteHandoff(*m.handoff, out.initHandoff());
   out.setNoOutput(m.no_output);
+  out.setRelayed(m.relayed);
 }
 
 void Write(const StepResult& m, s::Envelope::Builder e) {
@@ -228,6 +232,9 @@ Result<Message> Read(s::Assign::Reader in) {
   m.worker_index = in.getWorkerIndex();
   m.next_hop_key = in.getNextHopKey();
   m.upstream_key = in.getUpstreamKey();
+  m.ring_hop = in.getRingHop();
+  m.ring_hop_key = in.getRingHopKey();
+  m.ring_upstream_key = in.getRingUpstreamKey();
   for (auto f : in.getWeightFiles()) {
     WeightFile w;
     w.name = f.getName();
@@ -286,6 +293,10 @@ Result<Message> Read(s::TokenInput::Reader in, TokenInput::Phase phase) {
   m.no_output = in.getNoOutput();
   if (m.no_output && m.handoff) {
     return CorruptError(std::string(NameOf(m)) + ": noOutput with a chain handoff");
+  }
+  m.relayed = in.getRelayed();
+  if (m.relayed && !m.handoff) {
+    return CorruptError(std::string(NameOf(m)) + ": a relayed step without a chain handoff");
   }
   return Message(std::move(m));
 }
@@ -403,6 +414,16 @@ void MarshalStepResult(const StepResult& r, Frame* out) {
                        BlobWords(Sha256State::kBytes) + BlobWords(32) +
                        BlobWords(r.layer_digests.size() * 32);
   MarshalEnvelopeInPlace(words, [&r](s::Envelope::Builder root) { Write(r, root); }, out);
+}
+
+void MarshalTokenInput(const TokenInput& m, Frame* out) {
+  // Canonical size: root pointer, Envelope, TokenInput, then what it points
+  // to in order (the token list, the handoff and its chain state).
+  const size_t words = EnvelopeWords<s::TokenInput>() + BlobWords(m.token_ids.size() * 4) +
+                       (m.handoff ? capnp::sizeInWords<s::ChainHandoff>() +
+                                        BlobWords(Sha256State::kBytes)
+                                  : 0);
+  MarshalEnvelopeInPlace(words, [&m](s::Envelope::Builder root) { Write(m, root); }, out);
 }
 
 Frame MarshalMessage(const Message& message) {

@@ -53,6 +53,9 @@ struct Assign {
   std::string next_hop_key;  // Z85 CURVE key pinned for next_hop ("" = plaintext/none)
   std::string upstream_key;  // Z85 CURVE key of the previous stage ("" = none)
   std::vector<WeightFile> weight_files;  // sharded: the files this stage reads; else empty
+  std::string ring_hop;           // last of >= 2 stages: the first stage's endpoint; else ""
+  std::string ring_hop_key;       // Z85 CURVE key pinned for ring_hop ("" = plaintext/none)
+  std::string ring_upstream_key;  // first of >= 2 stages: the last stage's key ("" = none)
 };
 
 // The worker's "ready" reply to Assign.
@@ -98,7 +101,12 @@ struct TokenInput {
   std::vector<uint32_t> token_ids;  // [positions]
   std::optional<ChainHandoff> handoff;  // set: the last stage returns a StepResult
   bool no_output = false;  // set: the last stage replies nothing (never with a handoff)
+  bool relayed = false;    // sent by the last stage as the next step of a relay
 };
+
+// MarshalMessage(m)'s bytes into *out, reusing its storage (no allocation
+// when its capacity holds the frame): the last stage's relayed step.
+void MarshalTokenInput(const TokenInput& m, Frame* out);
 
 // The last stage's answer to a step that carried a ChainHandoff.
 struct StepResult {
