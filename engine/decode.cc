@@ -25,6 +25,21 @@ Status ApplyEvictions(StepBackend& backend, const DecodeRequest& req, uint32_t s
   return Status::Ok();
 }
 
+bool EvictsAt(const DecodeRequest& req, uint32_t step) {
+  return std::any_of(req.evictions.begin(), req.evictions.end(),
+                     [step](const EvictSpec& e) { return e.step == step; });
+}
+
+// Steps after `step` that feed the previous token with no eviction between:
+// up to the first step >= `step` that evicts, or the last step.
+uint32_t ChainedAfter(const DecodeRequest& req, uint32_t step) {
+  uint32_t end = req.gen - 1;
+  for (const EvictSpec& e : req.evictions) {
+    if (e.step >= step) end = std::min(end, e.step);
+  }
+  return end - step;
+}
+
 }  // namespace
 
 Result<StepOutcome> StepBackend::FeedAndChoose(std::span<const uint32_t> tokens,
@@ -98,6 +113,7 @@ Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,
   uint32_t last[1] = {0};
   for (uint32_t step = 0; step < req.gen; ++step) {
     ctx.step = step;
+    if (step == 0 || EvictsAt(req, step - 1)) backend.ExpectChainedSteps(ChainedAfter(req, step));
     const std::span<const uint32_t> tokens =
         step == 0 ? std::span<const uint32_t>(req.prompt) : std::span<const uint32_t>(last);
     LOCKSTEP_ASSIGN_OR_RETURN(const StepOutcome o, backend.FeedAndChoose(tokens, ctx));

@@ -8,7 +8,8 @@
 // and chain fold through ChooseAndWitness (engine/step_outcome.h), on
 // whichever side of the backend holds them. Evictions scheduled at step s
 // are applied after its token is chosen. EOS is not checked. Exactly `gen`
-// steps run.
+// steps run. Before each run of steps no eviction interrupts, the backend
+// hears how many follow (StepBackend::ExpectChainedSteps).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,13 @@ class StepBackend {
   // A backend whose logits live elsewhere overrides it to choose there.
   virtual Result<StepOutcome> FeedAndChoose(std::span<const uint32_t> tokens,
                                             const StepContext& ctx);
+  // A promise about the calls that follow: after the next FeedAndChoose,
+  // `steps` more FeedAndChoose calls come, each feeding exactly the one
+  // token the call before it returned, with nothing else in between. A
+  // backend may start those steps before they are asked for (a pipeline
+  // relays them without a round trip through its coordinator). A caller
+  // that breaks the promise costs time, never bits. Default: ignored.
+  virtual void ExpectChainedSteps(uint32_t steps) { (void)steps; }
   // Removes cache entries [from, from+count) on every layer.
   virtual Status Evict(uint32_t from, uint32_t count) = 0;
   virtual uint32_t CacheLength() const = 0;

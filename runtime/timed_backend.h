@@ -25,6 +25,7 @@ class TimedBackend final : public StepBackend {
   Result<StepOutcome> FeedAndChoose(std::span<const uint32_t> tokens,
                                     const StepContext& ctx) override;
   Status Evict(uint32_t from, uint32_t count) override { return inner_.Evict(from, count); }
+  void ExpectChainedSteps(uint32_t steps) override { inner_.ExpectChainedSteps(steps); }
   uint32_t CacheLength() const override { return inner_.CacheLength(); }
   std::span<const Digest> StepTrace() const override { return inner_.StepTrace(); }
 
