@@ -163,6 +163,12 @@ wire::Assign Coordinator::MakeAssign(size_t k) const {
   a.worker_index = static_cast<uint32_t>(k);
   if (k + 1 < n) a.next_hop_key = keys_[k + 1];
   if (k > 0) a.upstream_key = keys_[k - 1];
+  // The ring a relayed step takes back from the last stage to the first.
+  if (n >= 2 && k + 1 == n) {
+    a.ring_hop = endpoints_[0];
+    a.ring_hop_key = keys_[0];
+  }
+  if (n >= 2 && k == 0) a.ring_upstream_key = keys_[n - 1];
   a.weight_files = weight_files_[k];
   return a;
 }
@@ -282,10 +288,18 @@ Status Coordinator::CheckHello(size_t k, const wire::Hello& h) const {
 // ---- sessions (any thread) ----------------------------------------------------
 
 std::future<Coordinator::ReplyResult> Coordinator::Request(uint64_t session, uint32_t step,
-                                                            wire::Frame frame) {
+                                                            wire::Frame frame, uint32_t relay) {
   auto promise = std::make_shared<std::promise<ReplyResult>>();
   std::future<ReplyResult> future = promise->get_future();
-  inbox_.Push(Command{Command::Kind::kRequest, session, step, false, std::move(frame), promise});
+  inbox_.Push(
+      Command{Command::Kind::kRequest, session, step, false, std::move(frame), promise, relay});
+  return future;
+}
+
+std::future<Coordinator::ReplyResult> Coordinator::Expect(uint64_t session, uint32_t step) {
+  auto promise = std::make_shared<std::promise<ReplyResult>>();
+  std::future<ReplyResult> future = promise->get_future();
+  inbox_.Push(Command{Command::Kind::kExpect, session, step, false, {}, promise});
   return future;
 }
 
@@ -467,25 +481,40 @@ bool Coordinator::Turn(milliseconds wait, const std::future<ReplyResult>* awaite
   return true;
 }
 
+Status Coordinator::Admissible(uint64_t session) {
+  Status st = health();
+  if (st.ok() && recovery_) {
+    st = DisconnectedError(Describe(recovery_->stage) + " is being rebuilt on a spare");
+  }
+  if (auto it = sticky_.find(session); st.ok() && it != sticky_.end()) {
+    st = it->second;
+    sticky_.erase(it);
+  }
+  return st;
+}
+
 void Coordinator::OnCommand(Command& c) {
   switch (c.kind) {
     case Command::Kind::kRequest: {
-      Status st = health();
-      if (st.ok() && recovery_) {
-        st = DisconnectedError(Describe(recovery_->stage) + " is being rebuilt on a spare");
-      }
-      if (auto it = sticky_.find(c.session); st.ok() && it != sticky_.end()) {
-        st = it->second;
-        sticky_.erase(it);
-      }
+      Status st = Admissible(c.session);
       timeline::Mark(timeline::Event::kCoordinatorSend, 0, c.session, c.step);
       if (st.ok()) st = SendTo(0, c.frame);
       if (!st.ok()) return c.promise->set_value(st);
       pending_[c.session] = Pending{c.step, Clock::now() + config_.request_timeout, c.promise};
+      if (c.relay > 0) {
+        relays_[c.session] = Relay{c.step + 1, c.step + c.relay, {}};
+      } else {
+        relays_.erase(c.session);
+      }
       return;
     }
+    case Command::Kind::kExpect:
+      return OnExpect(c);
     case Command::Kind::kPost:
-      if (c.release) sticky_.erase(c.session);
+      if (c.release) {
+        sticky_.erase(c.session);
+        relays_.erase(c.session);
+      }
       if (recovery_) {
         deferred_.push_back(std::move(c.frame));  // sent once the pipeline is whole
       } else if (health().ok()) {
@@ -499,6 +528,42 @@ void Coordinator::OnCommand(Command& c) {
     case Command::Kind::kStop:
       return;
   }
+}
+
+void Coordinator::OnExpect(Command& c) {
+  auto relay = relays_.find(c.session);
+  if (relay == relays_.end() || c.step < relay->second.next || c.step > relay->second.last) {
+    return c.promise->set_value(InvalidError(
+        "session " + std::to_string(c.session) + " step " + std::to_string(c.step) +
+        ": no request asked for it to be relayed"));
+  }
+  std::deque<wire::StepResult>& early = relay->second.early;
+  if (!early.empty() && early.front().step == c.step) {
+    wire::StepResult result = std::move(early.front());
+    early.pop_front();
+    RelayTaken(c.session, c.step);
+    return c.promise->set_value(StepReply(std::move(result)));
+  }
+  // A relayed step's own error came before this expectation: it is sticky.
+  if (Status st = Admissible(c.session); !st.ok()) return c.promise->set_value(st);
+  pending_[c.session] = Pending{c.step, Clock::now() + config_.request_timeout, c.promise};
+}
+
+bool Coordinator::KeepRelayed(wire::StepResult& result) {
+  auto it = relays_.find(result.session_id);
+  if (it == relays_.end()) return false;
+  Relay& r = it->second;
+  const uint32_t expected = r.early.empty() ? r.next : r.early.back().step + 1;
+  if (result.step != expected || result.step > r.last) return false;
+  r.early.push_back(std::move(result));
+  return true;
+}
+
+void Coordinator::RelayTaken(uint64_t session, uint32_t step) {
+  auto it = relays_.find(session);
+  if (it == relays_.end() || step < it->second.next) return;
+  it->second.next = step + 1;
+  if (it->second.next > it->second.last) relays_.erase(it);
 }
 
 void Coordinator::ReceiveFrom(size_t k, const std::future<ReplyResult>* awaited) {
@@ -544,8 +609,12 @@ void Coordinator::OnMessage(size_t k, const wire::Incoming& in) {
     timeline::MarkAt(timeline::Event::kCoordinatorReceive, 0, result->session_id, result->step,
                      received);
     auto it = pending_.find(result->session_id);
-    if (it == pending_.end() || it->second.step != result->step) return;  // stale
-    return Resolve(result->session_id, StepReply(*result));
+    if (it == pending_.end() || it->second.step != result->step) {
+      (void)KeepRelayed(*result);  // a relayed step to come, or stale
+      return;
+    }
+    RelayTaken(result->session_id, result->step);
+    return Resolve(result->session_id, StepReply(std::move(*result)));
   }
   if (auto* err = std::get_if<wire::ErrorReport>(&*parsed)) {
     const Status st = err->ToStatus();

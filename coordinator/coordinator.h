@@ -38,6 +38,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <future>
 #include <map>
 #include <memory>
@@ -139,8 +140,15 @@ class Coordinator {
   // ---- for RemoteSession ----
   // Sends `frame` to the first stage and resolves with the Logits or
   // StepResult of (session, step), an ErrorReport for the session, or a
-  // failure.
-  std::future<ReplyResult> Request(uint64_t session, uint32_t step, wire::Frame frame);
+  // failure. relay: the TokenInput in `frame` asks for that many relayed
+  // steps after this one (steps step+1 .. step+relay), whose StepResults
+  // are kept as they come until Expect asks for them.
+  std::future<ReplyResult> Request(uint64_t session, uint32_t step, wire::Frame frame,
+                                   uint32_t relay = 0);
+  // Resolves with the StepResult of a relayed step (sends nothing), an
+  // ErrorReport for the session, or a failure; Invalid for a step no
+  // Request asked to relay.
+  std::future<ReplyResult> Expect(uint64_t session, uint32_t step);
   // Sends `frame` to the first stage (session control, forwarded down the
   // pipeline in order). release: forget the session's pending errors.
   void Post(uint64_t session, wire::Frame frame, bool release);
@@ -164,13 +172,21 @@ class Coordinator {
 
  private:
   struct Command {
-    enum class Kind { kPost, kRequest, kShutdownWorkers, kStop };
+    enum class Kind { kPost, kRequest, kExpect, kShutdownWorkers, kStop };
     Kind kind = Kind::kPost;
     uint64_t session = 0;
     uint32_t step = 0;
     bool release = false;
     wire::Frame frame;
     std::shared_ptr<std::promise<ReplyResult>> promise;
+    uint32_t relay = 0;  // kRequest: relayed steps asked for after `step`
+  };
+  // A session's relayed steps still to come: [next, last], and the results
+  // that arrived before Expect asked for them (at most last - next + 1).
+  struct Relay {
+    uint32_t next = 0;
+    uint32_t last = 0;
+    std::deque<wire::StepResult> early;
   };
   struct Pending {
     uint32_t step = 0;
@@ -219,6 +235,14 @@ class Coordinator {
   bool Outstanding() const;
   std::chrono::milliseconds NextWake(std::chrono::steady_clock::time_point now) const;
   void OnCommand(Command& c);
+  // Health, a recovery in progress and the session's sticky error, in that
+  // order: what a request or an expectation fails with before any wait.
+  Status Admissible(uint64_t session);
+  void OnExpect(Command& c);
+  // A StepResult nobody waits for yet: kept when it is a relayed step to come.
+  bool KeepRelayed(wire::StepResult& result);
+  // The relay bookkeeping once the result of (session, step) is handed out.
+  void RelayTaken(uint64_t session, uint32_t step);
   void ReceiveFrom(size_t k, const std::future<ReplyResult>* awaited);
   void OnMessage(size_t k, const wire::Incoming& in);
   void Resolve(uint64_t session, ReplyResult result);
@@ -251,6 +275,7 @@ class Coordinator {
   bool shutting_down_ = false;          // I/O thread: ShutdownWorkers was sent
   std::map<uint64_t, Pending> pending_;  // I/O thread
   std::map<uint64_t, Status> sticky_;    // I/O thread: errors with no request waiting
+  std::map<uint64_t, Relay> relays_;     // I/O thread: sessions with relayed steps to come
   bool dead_ = false;                    // I/O thread: a worker died (see broken_)
   bool stopped_ = false;                 // I/O loop: a kStop was taken
   std::vector<zmq_pollitem_t> items_;    // I/O loop: one turn's poll items
@@ -286,6 +311,15 @@ class Coordinator {
 // history (every feed and eviction, 4 bytes per token fed) to rebuild
 // itself after a recovery (see Coordinator). Released on the workers when
 // destroyed. Thread-compatible (one thread drives a session).
+//
+// Relayed steps: after ExpectChainedSteps(n), the next FeedAndChoose asks
+// the pipeline to relay n steps after it: the last stage sends each chosen
+// token straight back to the first stage, so a step costs no round trip
+// through the coordinator, and the session's next n FeedAndChoose calls
+// only collect their StepResults. A call that does not continue the chain
+// (another token, Feed, Evict, Fork, FeedWithoutOutput) first collects the
+// steps still relayed and evicts their positions, which leaves every
+// stage's cache as if they had never run (KV eviction is exact).
 class RemoteSession final : public StepBackend {
  public:
   // open: the SessionOpen already posted for it (its id, window and
@@ -303,6 +337,9 @@ class RemoteSession final : public StepBackend {
                                     const StepContext& ctx) override;
   // Validated locally (as KvCache::Evict would), then applied on every stage.
   Status Evict(uint32_t from, uint32_t count) override;
+  // The next FeedAndChoose relays `steps` steps after it (not with
+  // --ship-logits, which chooses on the coordinator).
+  void ExpectChainedSteps(uint32_t steps) override { ahead_ = steps; }
   uint32_t CacheLength() const override { return length_; }
   // Traced sessions: the last step's digests, one per model layer (the
   // last stage's reply carries them; Corrupt if it has another count).
@@ -327,15 +364,34 @@ class RemoteSession final : public StepBackend {
     uint32_t b = 0;  // evict: count
   };
 
-  // Sends the tokens (with `handoff`, if any) and waits for the reply,
-  // rebuilding the session first whenever a recovery happened since it was
-  // last built; records the feed in the history once it succeeded.
+  // The relay in progress: steps the pipeline still runs by itself, the
+  // token the next one feeds (the last outcome's) and its decode step.
+  struct Relay {
+    uint32_t left = 0;
+    uint32_t token = 0;
+    uint32_t decode_step = 0;
+  };
+
+  // Sends the tokens (with `handoff`, if any, asking for `relay` relayed
+  // steps after it) and waits for the reply, rebuilding the session first
+  // whenever a recovery happened since it was last built; records the feed
+  // in the history once it succeeded.
   Result<Coordinator::StepReply> Send(std::span<const uint32_t> tokens,
-                                      std::optional<wire::ChainHandoff> handoff);
+                                      std::optional<wire::ChainHandoff> handoff,
+                                      uint32_t relay = 0);
   // One TokenInput at `first_position` and its reply, or the failure.
   Result<Coordinator::StepReply> Exchange(std::span<const uint32_t> tokens,
                                           uint32_t first_position,
-                                          std::optional<wire::ChainHandoff> handoff);
+                                          std::optional<wire::ChainHandoff> handoff,
+                                          uint32_t relay = 0);
+  // The StepResult of the next relayed step, recorded in the history as a
+  // feed of relay_.token; advances relay_. The relay ends on any failure.
+  Result<wire::StepResult> TakeRelayed();
+  // Collects the steps still relayed and evicts their positions: the
+  // session is then as if it had never run them.
+  Status EndRelay();
+  // A StepResult's token, trace and chain: the step's outcome.
+  Result<StepOutcome> Outcome(wire::StepResult got, const StepContext& ctx);
   // Releases the session, reopens it under a fresh id and replays the
   // history; `epoch` is the coordinator's epoch it is rebuilt for.
   Status Rebuild(uint64_t epoch);
@@ -353,6 +409,9 @@ class RemoteSession final : public StepBackend {
   std::vector<uint32_t> fed_;     // every token fed, in order
   std::vector<Op> ops_;
   std::vector<Digest> trace_;     // [layers], the last step's when open_.trace
+  uint32_t ahead_ = 0;            // ExpectChainedSteps' promise, for the next request
+  Relay relay_;
+  uint32_t relay_step_ = 0;       // the request number of the next relayed step
 };
 
 }  // namespace lockstep

@@ -137,11 +137,16 @@ void Coordinator::AdvanceRecovery() {
   const size_t k = recovery_->stage;
   if (recovery_->phase == Recovery::Phase::kLoading) {
     // The neighbours keep their stage and sessions; only their links change
-    // (the worker applies an Assign of the same stage in place).
+    // (the worker applies an Assign of the same stage in place). The first
+    // and the last stage are neighbours too: relayed steps go from the
+    // last to the first.
     recovery_->phase = Recovery::Phase::kRewiring;
     recovery_->deadline = Clock::now() + config_.request_timeout;
-    for (size_t j : {k - 1, k + 1}) {
-      if (j >= workers_.size()) continue;  // k - 1 wraps for k == 0
+    const size_t n = workers_.size();
+    for (size_t j : {(k + n - 1) % n, (k + 1) % n}) {
+      if (j == k || std::count(recovery_->awaiting.begin(), recovery_->awaiting.end(), j)) {
+        continue;
+      }
       recovery_->awaiting.push_back(j);
       const Status sent = SendTo(j, wire::MarshalMessage(MakeAssign(j)));
       if (!sent.ok()) return Break(sent.WithContext("while re-wiring around " + Describe(k)));

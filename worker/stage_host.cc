@@ -19,6 +19,9 @@
 namespace lockstep {
 namespace {
 
+// Steps a TokenInput asks the pipeline to relay after it.
+uint32_t RelayOf(const wire::TokenInput& m) { return m.handoff ? m.handoff->relay : 0; }
+
 // "session S step T", for errors (built only when one is reported).
 template <typename M>
 std::string StepName(const M& m) {
@@ -126,6 +129,7 @@ uint32_t StageHost::StepOf(const wire::Message& m) {
 
 void StageHost::Handle(const wire::Message& m, std::vector<Outgoing>* out) {
   if (auto* a = std::get_if<wire::Assign>(&m)) return OnAssign(*a, out);
+  if (IsStaleRelay(m)) return;  // in flight when its session went
   bool has_session = false;
   const uint64_t session = SessionOf(m, &has_session);
   Status st;
@@ -144,8 +148,8 @@ void StageHost::Handle(const wire::Message& m, std::vector<Outgoing>* out) {
     if (auto* p = std::get_if<wire::Release>(&m)) OnRelease(*p);
     Forward(m, out);  // later stages stay in step even when this one failed
   }
-  if (st.kind() == ErrorKind::kOverloaded && assign_.is_first &&
-      std::holds_alternative<wire::TokenInput>(m)) {
+  if (auto* t = std::get_if<wire::TokenInput>(&m);
+      st.kind() == ErrorKind::kOverloaded && assign_.is_first && t != nullptr && !t->relayed) {
     return Report(st, true, session, out);  // refused before any stage ran it
   }
   if (!st.ok()) {
@@ -195,13 +199,20 @@ void StageHost::Rewire(const wire::Assign& m, std::vector<Outgoing>* out) {
   // restarted with the same key): every Assign is answered Hello, then ack.
   out->push_back(
       Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(hello_), "", "", false, 0});
+  ConnectLinks(m, out);
+  const wire::AssignAck ack{m.worker_index, m.layer_lo, m.layer_hi, ResidentBytes()};
+  out->push_back(
+      Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(ack), "", "", false, 0});
+}
+
+void StageHost::ConnectLinks(const wire::Assign& m, std::vector<Outgoing>* out) {
   if (!m.is_last) {
     out->push_back(Outgoing{Outgoing::To::kConnectNext, {}, m.next_hop,
                             "stage " + std::to_string(m.worker_index + 1), false, 0});
   }
-  const wire::AssignAck ack{m.worker_index, m.layer_lo, m.layer_hi, ResidentBytes()};
-  out->push_back(
-      Outgoing{Outgoing::To::kCoordinator, wire::MarshalMessage(ack), "", "", false, 0});
+  if (m.is_last && !m.ring_hop.empty()) {
+    out->push_back(Outgoing{Outgoing::To::kConnectRing, {}, m.ring_hop, "stage 0", false, 0});
+  }
 }
 
 void StageHost::OnAssign(const wire::Assign& m, std::vector<Outgoing>* out) {
@@ -266,10 +277,7 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
   batch_items_.reserve(max_batch_);
   // `model` (and its mmap of the whole file) goes away here: only this
   // stage's widened tensors stay resident.
-  if (!m.is_last) {
-    out->push_back(Outgoing{Outgoing::To::kConnectNext, {}, m.next_hop,
-                            "stage " + std::to_string(m.worker_index + 1), false, 0});
-  }
+  ConnectLinks(m, out);
   wire::AssignAck ack{m.worker_index, m.layer_lo, m.layer_hi, 0};
   out->push_back(Outgoing{Outgoing::To::kCoordinator, {}, "", "", false, 0});
   // Measured after the OpenModel above is released (end of scope is too
@@ -331,7 +339,59 @@ void StageHost::ReserveHint(const wire::SessionOpen& m, KvCache& cache) {
 
 Status StageHost::OnEvict(const wire::Evict& m) {
   LOCKSTEP_ASSIGN_OR_RETURN(Session * s, Find(m.session_id));
+  LOCKSTEP_RETURN_IF_ERROR(CheckNotRelaying(m.session_id, "evict"));
   return s->cache.Evict(m.from, m.count);
+}
+
+Status StageHost::CheckNotRelaying(uint64_t session_id, const char* what) const {
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end() || it->second.relay_left == 0) return Status::Ok();
+  return InvalidError(std::string(what) + " of session " + std::to_string(session_id) +
+                      " while " + std::to_string(it->second.relay_left) +
+                      " relayed step(s) of it are still to come");
+}
+
+bool StageHost::IsStaleRelay(const wire::Message& m) const {
+  auto* t = std::get_if<wire::TokenInput>(&m);
+  if (t == nullptr || !t->relayed) return false;
+  auto it = sessions_.find(t->session_id);
+  return it == sessions_.end() || !it->second.failed.ok();
+}
+
+Status StageHost::CheckRelay(const Session& s, const wire::TokenInput& m) const {
+  if (m.relayed) {
+    if (m.token_ids.size() != 1) {
+      return InvalidError(StepName(m) + ": a relayed step feeds one token, not " +
+                          std::to_string(m.token_ids.size()));
+    }
+    if (s.relay_left == 0) {
+      return InvalidError(StepName(m) +
+                          ": relayed by the last stage, but the session has no relayed step to come");
+    }
+    if (m.step != s.relay_next_step || uint64_t{RelayOf(m)} + 1 != s.relay_left) {
+      return InvalidError(StepName(m) + " relayed with " + std::to_string(RelayOf(m)) +
+                          " to follow, but the session expects step " +
+                          std::to_string(s.relay_next_step) + " with " +
+                          std::to_string(s.relay_left - 1) + " to follow");
+    }
+    return Status::Ok();
+  }
+  if (s.relay_left > 0) {
+    return InvalidError(StepName(m) + ": a step from the coordinator while " +
+                        std::to_string(s.relay_left) +
+                        " relayed step(s) of the session are still to come");
+  }
+  const uint32_t relay = RelayOf(m);
+  if (relay == 0) return Status::Ok();
+  const uint32_t max = MaxPositions(Limits{}, stage_->config().max_position_embeddings);
+  const uint64_t reach = uint64_t{m.first_position} + m.token_ids.size() + relay;
+  if (max > 0 && reach > max) {
+    return InvalidError("limit max_positions: " + StepName(m) + " and the " +
+                        std::to_string(relay) + " relayed after it reach " +
+                        std::to_string(reach) + " positions, over the model's " +
+                        std::to_string(max) + " (max_position_embeddings)");
+  }
+  return Status::Ok();
 }
 
 Status StageHost::OnFork(const wire::Fork& m) {
@@ -339,6 +399,7 @@ Status StageHost::OnFork(const wire::Fork& m) {
     return InvalidError("fork: session " + std::to_string(m.new_session_id) + " already exists");
   }
   LOCKSTEP_ASSIGN_OR_RETURN(Session * src, Find(m.source_session_id));
+  LOCKSTEP_RETURN_IF_ERROR(CheckNotRelaying(m.source_session_id, "fork"));
   LOCKSTEP_RETURN_IF_ERROR(
       CheckKvBudget(src->cache.size(), [&m] {
         return "fork of session " + std::to_string(m.source_session_id) + " into " +
@@ -394,11 +455,16 @@ Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
   if (m.token_ids.empty()) return InvalidError("token input without tokens");
   LOCKSTEP_ASSIGN_OR_RETURN(Session * s, Find(m.session_id));
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.token_ids.size()));
+  LOCKSTEP_RETURN_IF_ERROR(CheckRelay(*s, m));
   LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(m.token_ids.size(), [&m] { return StepName(m); }));
   LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
   trace_.Clear();
-  *in = Input{s,           m.session_id, m.step, m.first_position, m.token_ids.size(),
-              &m.handoff, m.no_output};
+  if (m.relayed || RelayOf(m) > 0) {
+    s->relay_left = RelayOf(m);
+    s->relay_next_step = m.step + 1;
+  }
+  *in = Input{s,          m.session_id, m.step,     m.first_position, m.token_ids.size(),
+              &m.handoff, m.no_output,  RelayOf(m)};
   return Status::Ok();
 }
 
@@ -425,7 +491,8 @@ Status StageHost::AcceptHidden(const wire::HiddenFrame& m, Input* in) {
   }
   trace_.Clear(m.layer_digests);
   hidden_.assign(m.payload.begin(), m.payload.end());
-  *in = Input{s, m.session_id, m.step, m.first_position, m.seq, &m.handoff, m.no_output};
+  *in = Input{s,          m.session_id, m.step,     m.first_position, m.seq,
+              &m.handoff, m.no_output,  m.handoff ? m.handoff->relay : 0};
   return Status::Ok();
 }
 
@@ -520,6 +587,7 @@ void StageHost::AcceptBatch(std::span<const wire::Message* const> messages,
   batch_inputs_.clear();
   batch_entries_ = 0;
   for (const wire::Message* m : messages) {
+    if (IsStaleRelay(*m)) continue;  // as Handle: in flight when its session went
     Input in;
     Status st;
     if (auto* t = std::get_if<wire::TokenInput>(m)) {
@@ -534,7 +602,8 @@ void StageHost::AcceptBatch(std::span<const wire::Message* const> messages,
     }
     if (!st.ok()) {
       bool has = false;
-      if (st.kind() == ErrorKind::kOverloaded && assign_.is_first) {
+      auto* t = std::get_if<wire::TokenInput>(m);
+      if (st.kind() == ErrorKind::kOverloaded && assign_.is_first && t != nullptr && !t->relayed) {
         Report(st, true, SessionOf(*m, &has), out);  // as Handle: the session stays usable
       } else {
         FailSession(SessionOf(*m, &has), st, out);
@@ -585,6 +654,7 @@ void StageHost::EmitOutcome(const Input& in, std::span<const float> logits,
     const StepOutcome o =
         ChooseAndWitness(logits, in.session->sampling, h.decode_step, &*chain, &sampling_,
                          stage_->pool());
+    if (in.relay > 0) SendRelay(in, o, *chain, out);  // the next step first: it is awaited
     return SendStepResult(in, o, *chain, out);
   }
   wire::Logits msg{in.session_id, in.step, static_cast<uint32_t>(logits.size()),
@@ -602,6 +672,22 @@ void StageHost::SendStepResult(const Input& in, const StepOutcome& o, const Witn
                           in.step});
   wire::MarshalStepResult(r, &out->back().frame);
   timeline::Mark(timeline::Event::kComputeEnd, assign_.worker_index, in.session_id, in.step);
+}
+
+void StageHost::SendRelay(const Input& in, const StepOutcome& o, const WitnessChain& chain,
+                          std::vector<Outgoing>* out) {
+  wire::TokenInput& next = out_relay_;  // reused: its token list keeps its storage
+  next.phase = wire::TokenInput::Phase::kDecode;
+  next.session_id = in.session_id;
+  next.step = in.step + 1;
+  next.first_position = in.first_pos + static_cast<uint32_t>(in.n);
+  next.token_ids.assign(1, o.token);
+  next.handoff = wire::ChainHandoff{(*in.handoff)->decode_step + 1, chain.Export(), in.relay - 1};
+  next.no_output = false;
+  next.relayed = true;
+  out->push_back(Outgoing{Outgoing::To::kFirstStage, TakeFrame(), "", "", true, in.session_id,
+                          next.step});
+  wire::MarshalTokenInput(next, &out->back().frame);
 }
 
 void StageHost::EmitOutcomes(std::span<const float> logits, std::vector<Outgoing>* out) {
@@ -622,6 +708,11 @@ void StageHost::EmitOutcomes(std::span<const float> logits, std::vector<Outgoing
                             &*row_chains_[i], &row_sampling_[i], &row_outcomes_[i]});
   }
   ChooseAndWitnessAll(row_choices_, stage_->pool());
+  for (size_t i = 0; i < rows; ++i) {  // the next steps first: they are awaited
+    if (row_chains_[i] && batch_inputs_[i].relay > 0) {
+      SendRelay(batch_inputs_[i], row_outcomes_[i], *row_chains_[i], out);
+    }
+  }
   for (size_t i = 0; i < rows; ++i) {
     if (row_chains_[i]) {
       SendStepResult(batch_inputs_[i], row_outcomes_[i], *row_chains_[i], out);

@@ -14,6 +14,15 @@
 // sampling (fixed at SessionOpen) and folds logits || token into the
 // handed-over chain (ChooseAndWitness); other steps get their Logits.
 //
+// Relays (ChainHandoff.relay = R): the last stage also sends the chosen
+// token to the first stage as the session's next step, relayed with R - 1
+// to follow, before its StepResult. The first stage accepts a relayed step
+// only as the one its session expects (the request number after the last
+// and exactly one fewer to follow), refuses a coordinator's step, Evict or
+// Fork of the session until the relay is over, and drops relayed steps of
+// sessions released or failed meanwhile without a word (they were in
+// flight when the coordinator let go).
+//
 // A traced session (SessionOpen.trace) is never batched: each stage hashes
 // the hidden state after each of its layers and appends the digests to
 // those of the stages before it, on its hidden frame or, on the last stage,
@@ -49,11 +58,13 @@ namespace lockstep {
 
 // One message a StageHost wants sent, or a link it wants opened.
 struct Outgoing {
-  enum class To { kCoordinator, kNextStage, kConnectNext };
+  // kFirstStage: a relayed step, from the last stage to the first (itself
+  // when it is both); kConnectRing: the first stage's endpoint for them.
+  enum class To { kCoordinator, kNextStage, kConnectNext, kFirstStage, kConnectRing };
   To to = To::kCoordinator;
-  wire::Frame frame;       // kCoordinator, kNextStage
-  std::string endpoint;    // kConnectNext: the next stage's endpoint
-  std::string label;       // kConnectNext: "stage K" of the next stage, for messages
+  wire::Frame frame;       // kCoordinator, kNextStage, kFirstStage
+  std::string endpoint;    // kConnectNext/kConnectRing: the stage's endpoint
+  std::string label;       // kConnectNext/kConnectRing: "stage K", for messages
   bool has_session = false;
   uint64_t session_id = 0;  // for reporting a failed send
   uint32_t step = 0;        // a step's output: its step (timeline marks)
@@ -136,6 +147,8 @@ class StageHost {
     SamplingParams sampling;  // how the last stage chooses this session's tokens
     bool trace = false;       // report per-layer digests with every step
     Status failed;  // sticky: every later request of the session reports it
+    uint32_t relay_left = 0;       // first stage: relayed steps still to come
+    uint32_t relay_next_step = 0;  // first stage: the request number the next one carries
   };
 
   // An Assign of the stage already loaded (same model, hashes, layers,
@@ -146,6 +159,9 @@ class StageHost {
   void OnAssign(const wire::Assign& m, std::vector<Outgoing>* out);
   bool SameStage(const wire::Assign& m) const;
   void Rewire(const wire::Assign& m, std::vector<Outgoing>* out);
+  // The links to open for an assignment: the next stage, and for the last
+  // stage the first (relayed steps).
+  void ConnectLinks(const wire::Assign& m, std::vector<Outgoing>* out);
   Status LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* out);
   Status OnOpen(const wire::SessionOpen& m);
   // Reserves the session's expected cache length (SessionOpen's hint).
@@ -165,8 +181,16 @@ class StageHost {
     size_t n = 0;
     const std::optional<wire::ChainHandoff>* handoff = nullptr;  // the message's
     bool no_output = false;  // the last stage computes no logits and replies nothing
+    uint32_t relay = 0;      // relayed steps to follow this one
   };
   Status AcceptTokens(const wire::TokenInput& m, Input* in);
+  // The first stage's relay rules for a TokenInput of session `s` (see the
+  // file comment), checked before any work.
+  Status CheckRelay(const Session& s, const wire::TokenInput& m) const;
+  // A relayed step of a session that was released or failed meanwhile.
+  bool IsStaleRelay(const wire::Message& m) const;
+  // Refuses an Evict or Fork of a session that still relays (first stage).
+  Status CheckNotRelaying(uint64_t session_id, const char* what) const;
   Status AcceptHidden(const wire::HiddenFrame& m, Input* in);
 
   // The session, or an error if it is unknown or failed.
@@ -184,6 +208,9 @@ class StageHost {
   void EmitOutcomes(std::span<const float> logits, std::vector<Outgoing>* out);
   void SendStepResult(const Input& in, const StepOutcome& o, const WitnessChain& chain,
                       std::vector<Outgoing>* out);
+  // The session's next step, relayed to the first stage (in.relay > 0).
+  void SendRelay(const Input& in, const StepOutcome& o, const WitnessChain& chain,
+                 std::vector<Outgoing>* out);
   void EmitHidden(const Input& in, std::span<const float> rows, std::vector<Outgoing>* out);
   // A pooled frame to marshal a step's output into (empty without a pool).
   wire::Frame TakeFrame();
@@ -222,6 +249,7 @@ class StageHost {
   std::vector<StepOutcome> row_outcomes_;
   std::vector<StepChoice> row_choices_;
   wire::HiddenFrame out_hidden_;         // EmitHidden's frame, reused step to step
+  wire::TokenInput out_relay_;           // SendRelay's message, reused step to step
   wire::FramePool* frame_pool_ = nullptr;
   uint64_t batched_steps_ = 0;
   uint64_t batched_rows_ = 0;

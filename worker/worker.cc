@@ -213,13 +213,19 @@ void Worker::ServeLoop() {
   Compute io = MakeCompute(/*inline_io=*/true);
   inline_.reserve(host_->max_batch());
   while (!stop_.load()) {
-    zmq_pollitem_t items[3] = {
+    zmq_pollitem_t items[4] = {
         {server_.socket().handle(), 0, ZMQ_POLLIN, 0},
         {nullptr, outbox_.fd(), ZMQ_POLLIN, 0},
         {next_ ? next_->socket().handle() : nullptr, -1, ZMQ_POLLIN, 0},
+        {ring_ ? ring_->socket().handle() : nullptr, -1, ZMQ_POLLIN, 0},
     };
-    const int count = next_ ? 3 : 2;
-    if (zmq_poll(items, count, static_cast<long>(kPollInterval.count())) < 0) {
+    // Unused links are left out of the poll (a null socket with fd -1).
+    int count = 2;
+    if (next_) items[count++] = items[2];
+    if (ring_) items[count++] = items[3];
+    // A step of its own (one stage relaying to itself) runs without waiting.
+    const long wait = inline_.empty() ? static_cast<long>(kPollInterval.count()) : 0;
+    if (zmq_poll(items, count, wait) < 0) {
       if (zmq_errno() == ETERM) return;
       continue;  // EINTR
     }
@@ -232,11 +238,16 @@ void Worker::ServeLoop() {
         }
         OnIncoming(*in);
       }
-      RunInline(io);
     }
+    RunInline(io);
     if (items[1].revents & ZMQ_POLLIN) DeliverComputed();
-    if (count == 3 && (items[2].revents & ZMQ_POLLIN)) {
-      (void)next_->Receive(milliseconds(0));  // the next stage never talks back; drop
+    // The next and the first stage never talk back on these links: drop.
+    for (int i = 2; i < count; ++i) {
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      wire::Client* link = items[i].socket == (next_ ? next_->socket().handle() : nullptr)
+                               ? &*next_
+                               : &*ring_;
+      (void)link->Receive(milliseconds(0));
     }
     CheckCoordinator();
   }
@@ -296,6 +307,7 @@ Worker::Role Worker::RoleOf(const wire::Incoming& in) const {
     return coordinator_peer_.empty() ? Role::kStranger : Role::kUpstream;
   }
   if (!upstream_key_.empty() && in.peer_key == upstream_key_) return Role::kUpstream;
+  if (!ring_upstream_key_.empty() && in.peer_key == ring_upstream_key_) return Role::kRing;
   // inproc links carry no keys: in-process stages are trusted as upstream.
   if (in.peer_key.empty() && !coordinator_peer_.empty()) return Role::kUpstream;
   return Role::kStranger;
@@ -316,6 +328,11 @@ Status Worker::Admit(const wire::Incoming& in, Role role, const wire::Message& m
       return InvalidError("assignment refused: its next hop " + a->next_hop +
                           " is this worker itself (a forwarding loop)");
     }
+    if (!a->ring_hop.empty() &&
+        (!a->is_last || a->is_first || a->ring_hop == endpoint_ || a->ring_hop == options_.listen)) {
+      return InvalidError("assignment refused: only the last of two or more stages relays to "
+                          "the first (ring hop " + a->ring_hop + ")");
+    }
     if (coordinator_peer_.empty() || orphaned_ || in.peer == coordinator_peer_) return Status::Ok();
     if (!coordinator_key_.empty() && in.peer_key == coordinator_key_) return Status::Ok();
     return Status(ErrorKind::kOverloaded,
@@ -330,10 +347,24 @@ Status Worker::Admit(const wire::Incoming& in, Role role, const wire::Message& m
                         " may send it");
   }
   if (std::holds_alternative<wire::HiddenFrame>(m) && role != Role::kUpstream) {
-    return InvalidError("refused hidden frame from the coordinator: only the upstream stage sends them");
+    return InvalidError("refused hidden frame from peer '" + in.peer +
+                        "': only the upstream stage sends them");
+  }
+  const auto* t = std::get_if<wire::TokenInput>(&m);
+  if (role == Role::kRing && (t == nullptr || !t->relayed)) {
+    return InvalidError("refused " + what + " from the last stage: it sends the first stage "
+                        "only relayed steps");
+  }
+  if (t != nullptr && t->relayed && role == Role::kHolder) {
+    return InvalidError("refused a relayed step from the coordinator: only the last stage "
+                        "relays steps");
+  }
+  if (t != nullptr && !t->relayed && role != Role::kHolder) {
+    return InvalidError("refused " + what + " from peer '" + in.peer +
+                        "': only the coordinator holding this worker sends token inputs");
   }
   const Limits& l = options_.limits;
-  if (auto* t = std::get_if<wire::TokenInput>(&m)) {
+  if (t != nullptr) {
     return CheckLimit(ErrorKind::kInvalid, "max_prompt_tokens",
                       "session " + std::to_string(t->session_id) + " step " + std::to_string(t->step),
                       t->token_ids.size(), l.max_prompt_tokens);
@@ -376,7 +407,9 @@ void Worker::OnIncoming(const wire::Incoming& in) {
   if (Status admitted = Admit(in, role, m); !admitted.ok()) {
     // The refused peer alone hears of it; a frame forwarded by the upstream
     // stage belongs to the holder's session, so the holder hears instead.
-    if (role == Role::kUpstream) return ReportToCoordinator(admitted, session);
+    if (role == Role::kUpstream || role == Role::kRing) {
+      return ReportToCoordinator(admitted, session);
+    }
     return ReplyError(in.peer, admitted, session);
   }
   if (std::holds_alternative<wire::Shutdown>(m)) {
@@ -395,15 +428,20 @@ void Worker::OnIncoming(const wire::Incoming& in) {
     coordinator_key_ = in.peer_key;
     coordinator_heard_ = std::chrono::steady_clock::now();
     orphaned_ = false;
-    next_.reset();  // a new assignment gets a new next hop
+    next_.reset();  // a new assignment gets a new next hop and ring hop
     next_endpoint_.clear();
+    ring_.reset();
+    ring_endpoint_.clear();
     const wire::Assign& a = std::get<wire::Assign>(m);
     stage_index_ = a.worker_index;
     next_key_ = a.next_hop_key;
     upstream_key_ = a.upstream_key;
-    if (!a.upstream_key.empty() && !options_.transport.security.insecure) {
-      const Status allowed = server_.AllowClient(a.upstream_key);
-      if (!allowed.ok()) Log("cannot accept the upstream stage: " + allowed.ToString());
+    ring_key_ = a.ring_hop_key;
+    ring_upstream_key_ = a.ring_upstream_key;
+    for (const std::string* key : {&a.upstream_key, &a.ring_upstream_key}) {
+      if (key->empty() || options_.transport.security.insecure) continue;
+      const Status allowed = server_.AllowClient(*key);
+      if (!allowed.ok()) Log("cannot accept the upstream or last stage: " + allowed.ToString());
     }
   }
   if (session && timeline::Enabled()) {
@@ -445,8 +483,46 @@ void Worker::ReportToCoordinator(const Status& st, std::optional<uint64_t> sessi
   if (!sent.ok()) Log("cannot report to the coordinator: " + sent.ToString());
 }
 
+Result<wire::Client> Worker::ConnectStage(const std::string& endpoint, const std::string& key,
+                                          const std::string& what) const {
+  wire::TransportOptions transport = options_.next_hop_transport;
+  transport.security.server_public_z85 = key;
+  return wire::Client::Connect(context_, endpoint,
+                               wire::UnguessableIdentity(what + "-of-" + options_.name), transport);
+}
+
+Status Worker::SendRelayed(Outgoing& o) {
+  if (stage_index_ == 0) {  // first and last: the session's next step is this worker's
+    Result<wire::Message> m = wire::ParseMessage(o.frame);
+    if (!m.ok()) return m.status().WithContext("relaying a step to this stage itself");
+    Work work{Work::Kind::kMessage, std::move(m).value(), 0, {}};
+    if (CanRunInline(work)) {
+      inline_.push_back(std::move(work));
+    } else {
+      Enqueue(std::move(work));
+    }
+    return Status::Ok();
+  }
+  if (!ring_) {
+    if (ring_endpoint_.empty()) {
+      return InvalidError("a relayed step, but the assignment names no first stage to relay to");
+    }
+    Result<wire::Client> c = ConnectStage(ring_endpoint_, ring_key_, "ring");
+    if (!c.ok()) return c.status().WithContext("connect to the first stage " + ring_endpoint_);
+    ring_.emplace(std::move(c).value());
+  }
+  const Status st = ring_->Send(o.frame);
+  if (st.ok()) return st;
+  return DisconnectedError("cannot relay to the first stage at " + ring_endpoint_ + ": " +
+                           st.message());
+}
+
 void Worker::Deliver(Outgoing& o) {
-  if (o.has_session) timeline::Mark(timeline::Event::kWorkerSend, stage_index_, o.session_id, o.step);
+  if (o.has_session) {
+    timeline::Mark(o.to == Outgoing::To::kFirstStage ? timeline::Event::kWorkerRelay
+                                                     : timeline::Event::kWorkerSend,
+                   stage_index_, o.session_id, o.step);
+  }
   Status st;
   switch (o.to) {
     case Outgoing::To::kConnectNext: {
@@ -465,13 +541,24 @@ void Worker::Deliver(Outgoing& o) {
       st = st.WithContext("next stage " + o.endpoint);
       break;
     }
+    case Outgoing::To::kConnectRing:
+      st = wire::ValidateEndpoint(o.endpoint, wire::EndpointUse::kConnect);
+      if (st.ok() && ring_key_.empty() && !options_.transport.security.insecure &&
+          !wire::IsInprocEndpoint(o.endpoint)) {
+        st = InvalidError("the assignment names no CURVE key for the first stage");
+      }
+      if (st.ok()) {
+        ring_endpoint_ = o.endpoint;
+        return;
+      }
+      st = st.WithContext("first stage " + o.endpoint);
+      break;
+    case Outgoing::To::kFirstStage:
+      st = SendRelayed(o);
+      break;
     case Outgoing::To::kNextStage:
       if (!next_ && !next_endpoint_.empty()) {
-        wire::TransportOptions transport = options_.next_hop_transport;
-        transport.security.server_public_z85 = next_key_;
-        Result<wire::Client> c = wire::Client::Connect(
-            context_, next_endpoint_, wire::UnguessableIdentity("stage-of-" + options_.name),
-            transport);
+        Result<wire::Client> c = ConnectStage(next_endpoint_, next_key_, "stage");
         if (!c.ok()) {
           st = c.status().WithContext("connect to next stage " + next_endpoint_);
           break;

@@ -29,7 +29,10 @@
 // for orphan_after, or at once when it presents the holder's own CURVE key
 // (a restarted coordinator; the old sessions are dropped and reported).
 // Session traffic is accepted only from the holder and from the upstream
-// stage it named; Shutdown only from the holder. Anything else, and every
+// stage it named; token inputs only from the holder, except relayed steps,
+// which the first stage takes only from the last stage the holder named
+// (and from nobody else, the holder included); Shutdown only from the
+// holder. Anything else, and every
 // frame that breaks a limit (WorkerOptions::limits, checked before it is
 // queued), is answered with an ErrorReport to its sender alone: no other
 // peer's session is touched or failed.
@@ -158,11 +161,19 @@ class Worker {
   void DeliverComputed();
   void OnIncoming(const wire::Incoming& in);
   void CheckCoordinator();
-  enum class Role { kHolder, kUpstream, kStranger };
+  // kRing: the last stage, sending the first its sessions' relayed steps.
+  enum class Role { kHolder, kUpstream, kRing, kStranger };
   void OnUnparsable(const wire::Incoming& in, Role role, const Status& st);
   void Deliver(Outgoing& o);
+  // A relayed step to the first stage: over the ring link, or (one stage
+  // that is first and last) into this worker's own queue.
+  Status SendRelayed(Outgoing& o);
+  // A DEALER to `endpoint` presenting this worker's key and pinning `key`.
+  Result<wire::Client> ConnectStage(const std::string& endpoint, const std::string& key,
+                                    const std::string& what) const;
   void ReportToCoordinator(const Status& st, std::optional<uint64_t> session);
-  // Who sent `in`: the holding coordinator, its upstream stage, or neither.
+  // Who sent `in`: the holding coordinator, its upstream stage, the last
+  // stage (on the first), or none of them.
   Role RoleOf(const wire::Incoming& in) const;
   // Ok, or why `m` from a peer of `role` is refused (before any work).
   Status Admit(const wire::Incoming& in, Role role, const wire::Message& m);
@@ -175,6 +186,10 @@ class Worker {
   wire::Server server_;
   std::string endpoint_;
   std::optional<wire::Client> next_;   // DEALER to the next stage, once assigned
+  std::optional<wire::Client> ring_;   // last stage: DEALER to the first, for relayed steps
+  std::string ring_endpoint_;          // connected at the first relayed step
+  std::string ring_key_;               // the first stage's pinned CURVE key (last Assign)
+  std::string ring_upstream_key_;      // first stage: the last stage's CURVE key (last Assign)
   std::string next_label_;             // "stage K at ENDPOINT"
   std::string next_key_;               // the next stage's pinned CURVE key (last Assign)
   std::string next_endpoint_;          // connected at the first frame for it

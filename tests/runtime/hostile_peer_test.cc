@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "cli_runner.h"
 #include "engine/ops/fp_env.h"
@@ -159,6 +160,42 @@ TEST_F(HostilePeers, AnotherCoordinatorCannotTouchTheHoldersSessions) {
   auto r = RunDecode(**s, Req(8), (*c)->seed());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ExpectSameDecode(*r, Monolithic(model_, Req(8)));
+  EXPECT_TRUE((*c)->health().ok());
+  (*c)->ShutdownWorkers("done");
+}
+
+// Relayed steps come from the last stage alone: another peer sending them
+// to the first stage while the holder's decode relays its own is refused,
+// to it alone, and the decode is untouched.
+TEST_F(HostilePeers, RelayedStepsFromAnyoneButTheLastStageAreRefused) {
+  auto c = Coordinator::Start(context_, cfg_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto s = (*c)->OpenSession(std::nullopt);  // session 1 on both workers
+  ASSERT_TRUE(s.ok());
+  const DecodeRequest req = Req(40);
+  Result<DecodeResult> got = InternalError("not run");
+  std::thread decode([&] {
+    if (ops::PinFpEnvironment().ok()) got = RunDecode(**s, req, (*c)->seed());
+  });
+  wire::Client first = Attacker(0, other_, worker_keys_[0]);
+  for (uint32_t step = 1; step <= 12; ++step) {
+    wire::TokenInput forged;
+    forged.session_id = 1;
+    forged.step = step;
+    forged.first_position = static_cast<uint32_t>(req.prompt.size()) + step - 1;
+    forged.token_ids = {step};
+    forged.handoff =
+        wire::ChainHandoff{step, WitnessChain((*c)->seed(), req.prompt).Export(), 40 - step - 1};
+    forged.relayed = true;
+    const wire::ErrorReport r = Refusal(first, forged);
+    EXPECT_EQ(r.kind, ErrorKind::kInvalid);
+    EXPECT_NE(r.message.find("only the coordinator holding this worker or its upstream stage"),
+              std::string::npos)
+        << r.message;
+  }
+  decode.join();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ExpectSameDecode(*got, Monolithic(model_, req));
   EXPECT_TRUE((*c)->health().ok());
   (*c)->ShutdownWorkers("done");
 }

@@ -26,11 +26,13 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kLayers = 6;
 
-// Runs `action` once, just before the n-th step (1: the prefill).
+// Runs `action` once, just before the n-th step (1: the prefill). relay:
+// pass the decode's promise of chained steps on, so the pipeline relays
+// them (the action then lands in the middle of a relay).
 class KillAtStep final : public StepBackend {
  public:
-  KillAtStep(StepBackend& inner, int n, std::function<void()> action)
-      : inner_(inner), n_(n), action_(std::move(action)) {}
+  KillAtStep(StepBackend& inner, int n, std::function<void()> action, bool relay = true)
+      : inner_(inner), n_(n), action_(std::move(action)), relay_(relay) {}
   Status Feed(std::span<const uint32_t> t, std::vector<float>* l) override {
     Tick();
     return inner_.Feed(t, l);
@@ -40,6 +42,9 @@ class KillAtStep final : public StepBackend {
     return inner_.FeedAndChoose(t, ctx);
   }
   Status Evict(uint32_t f, uint32_t c) override { return inner_.Evict(f, c); }
+  void ExpectChainedSteps(uint32_t steps) override {
+    if (relay_) inner_.ExpectChainedSteps(steps);
+  }
   uint32_t CacheLength() const override { return inner_.CacheLength(); }
 
  private:
@@ -50,6 +55,7 @@ class KillAtStep final : public StepBackend {
   int n_;
   int steps_ = 0;
   std::function<void()> action_;
+  bool relay_;
 };
 
 class Recovery : public ::testing::Test {
@@ -99,10 +105,11 @@ class Recovery : public ::testing::Test {
   }
   // The decode of `req` with worker `victim` killed before step `at`.
   Result<DecodeResult> DecodeKilling(const DecodeRequest& req, size_t victim, int at,
-                                     std::optional<int> window = std::nullopt) {
+                                     std::optional<int> window = std::nullopt,
+                                     bool relay = true) {
     auto session = coordinator_->OpenSession(window);
     if (!session.ok()) return session.status();
-    KillAtStep killer(**session, at, [&] { procs_->Kill(victim); });
+    KillAtStep killer(**session, at, [&] { procs_->Kill(victim); }, relay);
     return RunDecode(killer, req, coordinator_->seed());
   }
 
@@ -173,16 +180,21 @@ TEST(RecoveryConfig, SparesNameAnEndpointAndAPinnedKey) {
   std::filesystem::remove_all(dir);
 }
 
+// Killed in the middle of a relay, and with every step requested by the
+// coordinator: the relay's ring (last stage -> first) is re-wired too.
 TEST_F(Recovery, EachStageKilledAtASeededStepIsRebuiltOnASpare) {
   std::mt19937 rng(20261130);
   const DecodeRequest req = Req(12);
   const DecodeResult want = Monolithic(*model_, req);
-  for (size_t victim = 0; victim < 3; ++victim) {
+  for (size_t run = 0; run < 6; ++run) {
+    const size_t victim = run % 3;
+    const bool relay = run < 3;
     const int at = 1 + static_cast<int>(rng() % req.gen);
-    SCOPED_TRACE("stage " + std::to_string(victim) + " killed before step " + std::to_string(at));
+    SCOPED_TRACE("stage " + std::to_string(victim) + " killed before step " + std::to_string(at) +
+                 (relay ? ", relaying" : ", no relay"));
     SetUpCluster(1);
     if (HasFatalFailure()) return;
-    Result<DecodeResult> got = DecodeKilling(req, victim, at);
+    Result<DecodeResult> got = DecodeKilling(req, victim, at, std::nullopt, relay);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     ExpectSameDecode(*got, want);
     EXPECT_EQ(coordinator_->recoveries(), 1u);

@@ -2,14 +2,14 @@
 // and [1,2) of tiny-llama, the first and the last stage of a pipeline) run
 // a session's decode steps as a worker's compute thread does — the first
 // stage embeds the token and marshals a hidden frame, the last chooses the
-// token, folds the witness chain and marshals a StepResult — into frames
-// from a FramePool that the "sender" (this test, as the worker's I/O
-// thread) gives back. Parsing the frames on the receiving side stands for
-// the I/O thread and is not counted. The tokens and the chain equal a
-// monolithic decode's, so the steps counted are real ones.
+// token, folds the witness chain and marshals a StepResult (and, relaying,
+// the session's next step for the first stage) — into frames from a
+// FramePool that the "sender" (this test, as the worker's I/O thread) gives
+// back. Parsing the frames on the receiving side stands for the I/O thread
+// and is not counted. The tokens and the chain equal a monolithic decode's,
+// so the steps counted are real ones.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <string>
 #include <variant>
 #include <vector>
@@ -17,110 +17,63 @@
 #include "engine/decode.h"
 #include "engine/local_backend.h"
 #include "engine/model_loader.h"
-#include "engine/ops/fp_env.h"
 #include "tests/counting_allocator.h"
-#include "tests/fixture_absent.h"
-#include "wire/frame_pool.h"
-#include "wire/messages.h"
-#include "worker/stage_host.h"
+#include "tests/runtime/stage_host_fixture.h"
 
-namespace lockstep {
+namespace lockstep::testing {
 namespace {
 
-std::string TinyLlama() {
-  return std::string(LOCKSTEP_SHARED_DIR) + "/fixtures/conformance/tiny-llama";
-}
+constexpr uint32_t kSteps = 20;
+const std::vector<uint32_t> kPrompt = {1, 2, 3, 4};
 
-wire::Assign StageAssign(const ModelInfo& m, uint32_t lo, uint32_t hi, bool first, bool last,
-                         uint32_t index) {
-  wire::Assign a;
-  a.model_dir = m.files.dir;
-  a.expected_weights_sha256 = m.hashes.weights;
-  a.expected_config_sha256 = m.hashes.config;
-  a.expected_tokenizer_sha256 = m.hashes.tokenizer;
-  a.layer_lo = lo;
-  a.layer_hi = hi;
-  a.is_first = first;
-  a.is_last = last;
-  a.next_hop = last ? "" : "tcp://127.0.0.1:1";  // never connected: frames are handed over here
-  a.worker_index = index;
-  return a;
-}
-
-// The one message of `out` bound for `to`, parsed (as the receiver's I/O
-// thread would); every frame goes back to `pool` (as the sender's would).
-wire::Message Take(std::vector<Outgoing>* out, Outgoing::To to, wire::FramePool* pool) {
-  EXPECT_EQ(out->size(), 1u);
-  wire::Message m = wire::ErrorReport{ErrorKind::kInternal, "no message", false, 0};
-  for (Outgoing& o : *out) {
-    if (o.to == to) {
-      Result<wire::Message> parsed = wire::ParseMessage(o.frame);
-      EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
-      if (parsed.ok()) m = std::move(*parsed);
-    }
-    pool->Give(std::move(o.frame));
+class WorkerStepAlloc : public TwoStages {
+ protected:
+  // Runs `f` counting its allocations into allocs_ when `counted`.
+  template <typename F>
+  void Count(bool counted, F&& f) {
+    g_allocs = 0;
+    g_counting = counted;
+    f();
+    g_counting = false;
+    allocs_ += g_allocs.load();
   }
-  out->clear();
-  if (auto* e = std::get_if<wire::ErrorReport>(&m)) ADD_FAILURE() << e->message;
-  return m;
-}
-
-TEST(WorkerStepAlloc, PipelineDecodeStepsAllocateNothing) {
-  if (!std::filesystem::exists(TinyLlama())) LOCKSTEP_FIXTURE_ABSENT() << TinyLlama();
-  ASSERT_TRUE(ops::PinFpEnvironment().ok());
-  Result<ModelInfo> info = InspectModelDir(TinyLlama(), ModelPins{});
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
-  ASSERT_EQ(info->config.num_layers, 2);
-
-  const std::vector<uint32_t> prompt = {1, 2, 3, 4};
-  const uint32_t steps = 20;
-  wire::FramePool pool;
-  StageHost first("first", ComputeOptions{}), last("last", ComputeOptions{});
-  first.set_frame_pool(&pool);
-  last.set_frame_pool(&pool);
-  std::vector<Outgoing> out;
-  out.reserve(8);
-  first.Handle(StageAssign(*info, 0, 1, true, false, 0), &out);
-  last.Handle(StageAssign(*info, 1, 2, false, true, 1), &out);
-  for (const Outgoing& o : out) {
-    auto m = wire::ParseMessage(o.frame);
-    ASSERT_TRUE(!m.ok() || !std::holds_alternative<wire::ErrorReport>(*m))
-        << std::get<wire::ErrorReport>(*m).message;
+  // The tokens and chain equal the monolithic decode's.
+  void ExpectMonolithic(const std::vector<uint32_t>& generated, WitnessChain& chain) {
+    Result<OpenModel> model = MapWeights(info_);
+    ASSERT_TRUE(model.ok());
+    Result<LoadedStage> whole = LoadStage(*model, StageSpec{0, 2, true, true}, ComputeOptions{});
+    ASSERT_TRUE(whole.ok());
+    LocalBackend backend(**whole);
+    DecodeRequest req;
+    req.prompt = kPrompt;
+    req.gen = kSteps;
+    Result<DecodeResult> mono = RunDecode(backend, req, info_.Seed());
+    ASSERT_TRUE(mono.ok()) << mono.status().ToString();
+    EXPECT_EQ(generated, mono->generated);
+    EXPECT_EQ(chain.Finalize(), mono->cis2_ref);
   }
-  out.clear();
 
-  wire::SessionOpen open;
-  open.session_id = 7;
-  open.reserve_positions = static_cast<uint32_t>(prompt.size()) + steps;
-  first.Handle(open, &out);
-  last.Handle(Take(&out, Outgoing::To::kNextStage, &pool), &out);
-  ASSERT_TRUE(out.empty());
+  size_t allocs_ = 0;
+};
 
+TEST_F(WorkerStepAlloc, PipelineDecodeStepsAllocateNothing) {
+  Open(kSession, static_cast<uint32_t>(kPrompt.size()) + kSteps);
   // Every step: tokens to the first stage, its hidden frame to the last.
-  WitnessChain chain(info->Seed(), prompt);
+  WitnessChain chain(info_.Seed(), kPrompt);
   wire::TokenInput in;
-  in.session_id = open.session_id;
-  in.token_ids = prompt;
+  in.session_id = kSession;
+  in.token_ids = kPrompt;
   in.phase = wire::TokenInput::Phase::kPrefill;
   std::vector<uint32_t> generated;
-  size_t allocs = 0;
-  for (uint32_t step = 0; step < steps; ++step) {
+  for (uint32_t step = 0; step < kSteps; ++step) {
     in.step = step;
     in.handoff = wire::ChainHandoff{step, chain.Export()};
     const bool counted = step >= 2;  // after a prefill and a first decode step
     const wire::Message tokens = in;  // as the I/O thread hands it over
-    g_allocs = 0;
-    g_counting = counted;
-    first.Handle(tokens, &out);
-    g_counting = false;
-    allocs += g_allocs.load();
-    const wire::Message hidden = Take(&out, Outgoing::To::kNextStage, &pool);
-    g_allocs = 0;
-    g_counting = counted;
-    last.Handle(hidden, &out);
-    g_counting = false;
-    allocs += g_allocs.load();
-    const wire::Message reply = Take(&out, Outgoing::To::kCoordinator, &pool);
+    Count(counted, [&] { first_.Handle(tokens, &out_); });
+    const wire::Message hidden = Take(&out_, Outgoing::To::kNextStage, &pool_);
+    Count(counted, [&] { last_.Handle(hidden, &out_); });
+    const wire::Message reply = Take(&out_, Outgoing::To::kCoordinator, &pool_);
     const auto* r = std::get_if<wire::StepResult>(&reply);
     ASSERT_NE(r, nullptr) << wire::MessageName(reply);
     Result<WitnessChain> next = WitnessChain::Resume(r->chain_state);
@@ -128,25 +81,56 @@ TEST(WorkerStepAlloc, PipelineDecodeStepsAllocateNothing) {
     chain = std::move(*next);
     generated.push_back(r->token);
     in.phase = wire::TokenInput::Phase::kDecode;
-    in.first_position = static_cast<uint32_t>(prompt.size()) + step;
+    in.first_position = static_cast<uint32_t>(kPrompt.size()) + step;
     in.token_ids.assign(1, r->token);
   }
-  EXPECT_EQ(allocs, 0u) << "allocations in " << steps - 2 << " decode steps of two stages";
+  EXPECT_EQ(allocs_, 0u) << "allocations in " << kSteps - 2 << " decode steps of two stages";
+  ExpectMonolithic(generated, chain);
+}
 
-  // The same steps monolithically: the same tokens and witness chain.
-  Result<OpenModel> model = MapWeights(*info);
-  ASSERT_TRUE(model.ok());
-  Result<LoadedStage> whole = LoadStage(*model, StageSpec{0, 2, true, true}, ComputeOptions{});
-  ASSERT_TRUE(whole.ok());
-  LocalBackend backend(**whole);
-  DecodeRequest req;
-  req.prompt = prompt;
-  req.gen = steps;
-  Result<DecodeResult> mono = RunDecode(backend, req, info->Seed());
-  ASSERT_TRUE(mono.ok()) << mono.status().ToString();
-  EXPECT_EQ(generated, mono->generated);
-  EXPECT_EQ(chain.Finalize(), mono->cis2_ref);
+// The coordinator sends the prompt once, asking for every later step to be
+// relayed: the last stage hands the first each next step itself.
+TEST_F(WorkerStepAlloc, RelayedDecodeStepsAllocateNothing) {
+  Open(kSession, static_cast<uint32_t>(kPrompt.size()) + kSteps);
+  WitnessChain chain(info_.Seed(), kPrompt);
+  wire::TokenInput prompt;
+  prompt.session_id = kSession;
+  prompt.token_ids = kPrompt;
+  prompt.phase = wire::TokenInput::Phase::kPrefill;
+  prompt.handoff = wire::ChainHandoff{0, chain.Export(), kSteps - 1};
+  wire::Message tokens = prompt;
+  std::vector<uint32_t> generated;
+  for (uint32_t step = 0; step < kSteps; ++step) {
+    const bool counted = step >= 2;  // after a prefill and a first decode step
+    Count(counted, [&] { first_.Handle(tokens, &out_); });
+    const wire::Message hidden = Take(&out_, Outgoing::To::kNextStage, &pool_);
+    Count(counted, [&] { last_.Handle(hidden, &out_); });
+    ASSERT_EQ(out_.size(), step + 1 < kSteps ? 2u : 1u);
+    // The next step goes out before the StepResult: it is what is awaited.
+    if (step + 1 < kSteps) EXPECT_EQ(out_[0].to, Outgoing::To::kFirstStage);
+    std::vector<wire::Message> relayed = TakeAll(&out_, Outgoing::To::kFirstStage, &pool_);
+    const wire::Message reply = TakeAll(&out_, Outgoing::To::kCoordinator, &pool_).at(0);
+    const auto* r = std::get_if<wire::StepResult>(&reply);
+    ASSERT_NE(r, nullptr) << wire::MessageName(reply);
+    EXPECT_EQ(r->step, step);
+    Result<WitnessChain> next = WitnessChain::Resume(r->chain_state);
+    ASSERT_TRUE(next.ok());
+    chain = std::move(*next);
+    generated.push_back(r->token);
+    if (step + 1 == kSteps) break;
+    ASSERT_EQ(relayed.size(), 1u);
+    const auto& t = std::get<wire::TokenInput>(relayed[0]);
+    EXPECT_TRUE(t.relayed);
+    EXPECT_EQ(t.step, step + 1);
+    EXPECT_EQ(t.token_ids, std::vector<uint32_t>{r->token});
+    EXPECT_EQ(t.handoff->decode_step, step + 1);
+    EXPECT_EQ(t.handoff->relay, kSteps - 2 - step);
+    EXPECT_EQ(t.handoff->chain_state.bytes, r->chain_state.bytes);
+    tokens = std::move(relayed[0]);
+  }
+  EXPECT_EQ(allocs_, 0u) << "allocations in " << kSteps - 2 << " relayed steps of two stages";
+  ExpectMonolithic(generated, chain);
 }
 
 }  // namespace
-}  // namespace lockstep
+}  // namespace lockstep::testing
