@@ -28,6 +28,7 @@ enum class Event : uint32_t {
   kWorkerSend,           // the I/O thread starts sending it
   kWorkerSent,           // ... and handed it to the transport (the receiver may
                          // have it already: a hop is measured from kWorkerSend)
+  kWorkerRelay,          // the last stage starts sending the step, relayed, to the first
 };
 
 // The file prefix, or null when marks are not recorded.
