@@ -483,6 +483,16 @@ void Worker::ReportToCoordinator(const Status& st, std::optional<uint64_t> sessi
   if (!sent.ok()) Log("cannot report to the coordinator: " + sent.ToString());
 }
 
+Status Worker::CheckLink(const std::string& endpoint, const std::string& key,
+                         const std::string& what) const {
+  Status st = wire::ValidateEndpoint(endpoint, wire::EndpointUse::kConnect);
+  if (st.ok() && key.empty() && !options_.transport.security.insecure &&
+      !wire::IsInprocEndpoint(endpoint)) {
+    st = InvalidError("the assignment names no CURVE key for the " + what);
+  }
+  return st.WithContext(what + " " + endpoint);
+}
+
 Result<wire::Client> Worker::ConnectStage(const std::string& endpoint, const std::string& key,
                                           const std::string& what) const {
   wire::TransportOptions transport = options_.next_hop_transport;
@@ -526,34 +536,19 @@ void Worker::Deliver(Outgoing& o) {
   }
   Status st;
   switch (o.to) {
-    case Outgoing::To::kConnectNext: {
+    case Outgoing::To::kConnectNext:
       // Checked now, connected at the first frame: by then the coordinator
       // has every stage's AssignAck, so the next stage accepts our key.
-      st = wire::ValidateEndpoint(o.endpoint, wire::EndpointUse::kConnect);
-      if (st.ok() && next_key_.empty() && !options_.transport.security.insecure &&
-          !wire::IsInprocEndpoint(o.endpoint)) {
-        st = InvalidError("the assignment names no CURVE key for the next stage");
-      }
-      if (st.ok()) {
-        next_endpoint_ = o.endpoint;
-        next_label_ = o.label + " at " + o.endpoint;
-        return;
-      }
-      st = st.WithContext("next stage " + o.endpoint);
-      break;
-    }
+      st = CheckLink(o.endpoint, next_key_, "next stage");
+      if (!st.ok()) break;
+      next_endpoint_ = o.endpoint;
+      next_label_ = o.label + " at " + o.endpoint;
+      return;
     case Outgoing::To::kConnectRing:
-      st = wire::ValidateEndpoint(o.endpoint, wire::EndpointUse::kConnect);
-      if (st.ok() && ring_key_.empty() && !options_.transport.security.insecure &&
-          !wire::IsInprocEndpoint(o.endpoint)) {
-        st = InvalidError("the assignment names no CURVE key for the first stage");
-      }
-      if (st.ok()) {
-        ring_endpoint_ = o.endpoint;
-        return;
-      }
-      st = st.WithContext("first stage " + o.endpoint);
-      break;
+      st = CheckLink(o.endpoint, ring_key_, "first stage");
+      if (!st.ok()) break;
+      ring_endpoint_ = o.endpoint;
+      return;
     case Outgoing::To::kFirstStage:
       st = SendRelayed(o);
       break;

@@ -168,6 +168,10 @@ class Worker {
   // A relayed step to the first stage: over the ring link, or (one stage
   // that is first and last) into this worker's own queue.
   Status SendRelayed(Outgoing& o);
+  // Ok when a link to the `what` ("next stage") at `endpoint` can be made:
+  // a valid endpoint, and a key to pin unless plaintext or inproc.
+  Status CheckLink(const std::string& endpoint, const std::string& key,
+                   const std::string& what) const;
   // A DEALER to `endpoint` presenting this worker's key and pinning `key`.
   Result<wire::Client> ConnectStage(const std::string& endpoint, const std::string& key,
                                     const std::string& what) const;

@@ -23,15 +23,7 @@ class RelayRules : public TwoStages {
   }
 
   // The prompt's TokenInput asking for `relay` relayed steps after it.
-  wire::TokenInput Prompt(uint32_t relay) const {
-    wire::TokenInput in;
-    in.phase = wire::TokenInput::Phase::kPrefill;
-    in.session_id = kSession;
-    in.step = 0;
-    in.token_ids = {1, 2, 3, 4};
-    in.handoff = wire::ChainHandoff{0, WitnessChain(info_.Seed(), in.token_ids).Export(), relay};
-    return in;
-  }
+  wire::TokenInput Prompt(uint32_t relay) const { return PromptInput({1, 2, 3, 4}, relay); }
   // Runs `m` through both stages; returns the relayed next step the last
   // stage sent (if any) and appends its StepResults to *results.
   std::optional<wire::TokenInput> Step(const wire::Message& m,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/model_loader.h"
+#include "engine/witness.h"
 #include "engine/ops/fp_env.h"
 #include "tests/fixture_absent.h"
 #include "wire/frame_pool.h"
@@ -106,6 +107,17 @@ class TwoStages : public ::testing::Test {
     first_.Handle(open, &out_);
     last_.Handle(Take(&out_, Outgoing::To::kNextStage, &pool_), &out_);
     ASSERT_TRUE(out_.empty());
+  }
+
+  // Session kSession's prompt `ids` as its first step, with the chain
+  // handed to the last stage, asking it to relay `relay` steps after it.
+  wire::TokenInput PromptInput(std::vector<uint32_t> ids, uint32_t relay) const {
+    wire::TokenInput in;
+    in.phase = wire::TokenInput::Phase::kPrefill;
+    in.session_id = kSession;
+    in.handoff = wire::ChainHandoff{0, WitnessChain(info_.Seed(), ids).Export(), relay};
+    in.token_ids = std::move(ids);
+    return in;
   }
 
   ModelInfo info_;

@@ -60,10 +60,7 @@ TEST_F(WorkerStepAlloc, PipelineDecodeStepsAllocateNothing) {
   Open(kSession, static_cast<uint32_t>(kPrompt.size()) + kSteps);
   // Every step: tokens to the first stage, its hidden frame to the last.
   WitnessChain chain(info_.Seed(), kPrompt);
-  wire::TokenInput in;
-  in.session_id = kSession;
-  in.token_ids = kPrompt;
-  in.phase = wire::TokenInput::Phase::kPrefill;
+  wire::TokenInput in = PromptInput(kPrompt, 0);
   std::vector<uint32_t> generated;
   for (uint32_t step = 0; step < kSteps; ++step) {
     in.step = step;
@@ -93,12 +90,7 @@ TEST_F(WorkerStepAlloc, PipelineDecodeStepsAllocateNothing) {
 TEST_F(WorkerStepAlloc, RelayedDecodeStepsAllocateNothing) {
   Open(kSession, static_cast<uint32_t>(kPrompt.size()) + kSteps);
   WitnessChain chain(info_.Seed(), kPrompt);
-  wire::TokenInput prompt;
-  prompt.session_id = kSession;
-  prompt.token_ids = kPrompt;
-  prompt.phase = wire::TokenInput::Phase::kPrefill;
-  prompt.handoff = wire::ChainHandoff{0, chain.Export(), kSteps - 1};
-  wire::Message tokens = prompt;
+  wire::Message tokens = PromptInput(kPrompt, kSteps - 1);
   std::vector<uint32_t> generated;
   for (uint32_t step = 0; step < kSteps; ++step) {
     const bool counted = step >= 2;  // after a prefill and a first decode step
