@@ -594,7 +594,7 @@ void Coordinator::OnMessage(size_t k, const wire::Incoming& in) {
   if (auto* hb = std::get_if<wire::Heartbeat>(&*parsed)) {
     std::lock_guard<std::mutex> lock(mu_);
     if (reports_.size() <= k) reports_.resize(k + 1);
-    reports_[k] = StageReport{hb->compute_nanos, hb->bytes_to_next, hb->bytes_relayed};
+    reports_[k] = StageReport{hb->compute_nanos, hb->bytes_to_next};
     return;
   }
   if (recovery_ && OnRecoveryMessage(k, *parsed)) return;

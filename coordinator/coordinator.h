@@ -89,7 +89,6 @@ struct WireStats {
 struct StageReport {
   uint64_t compute_nanos = 0;
   uint64_t bytes_to_next = 0;
-  uint64_t bytes_relayed = 0;  // the last stage: relayed steps sent to the first
 };
 
 class Coordinator {

@@ -30,21 +30,22 @@ bool EvictsAt(const DecodeRequest& req, uint32_t step) {
                      [step](const EvictSpec& e) { return e.step == step; });
 }
 
+// Steps after `step` that feed the previous token with no eviction between:
+// up to the first step >= `step` that evicts, or the last step.
+uint32_t ChainedAfter(const DecodeRequest& req, uint32_t step) {
+  uint32_t end = req.gen - 1;
+  for (const EvictSpec& e : req.evictions) {
+    if (e.step >= step) end = std::min(end, e.step);
+  }
+  return end - step;
+}
+
 }  // namespace
 
 Result<StepOutcome> StepBackend::FeedAndChoose(std::span<const uint32_t> tokens,
                                                const StepContext& ctx) {
   LOCKSTEP_RETURN_IF_ERROR(Feed(tokens, ctx.logits));
   return ChooseAndWitness(*ctx.logits, ctx.sampling, ctx.step, ctx.chain, ctx.scratch);
-}
-
-uint32_t ChainedStepsAfter(std::span<const EvictSpec> evictions, uint32_t gen, uint32_t step) {
-  if (gen == 0 || step >= gen) return 0;
-  uint32_t end = gen - 1;
-  for (const EvictSpec& e : evictions) {
-    if (e.step >= step) end = std::min(end, e.step);
-  }
-  return end - step;
 }
 
 Result<EvictSpec> ParseEvictSpec(const std::string& text) {
@@ -112,9 +113,7 @@ Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,
   uint32_t last[1] = {0};
   for (uint32_t step = 0; step < req.gen; ++step) {
     ctx.step = step;
-    if (step == 0 || EvictsAt(req, step - 1)) {
-      backend.ExpectChainedSteps(ChainedStepsAfter(req.evictions, req.gen, step));
-    }
+    if (step == 0 || EvictsAt(req, step - 1)) backend.ExpectChainedSteps(ChainedAfter(req, step));
     const std::span<const uint32_t> tokens =
         step == 0 ? std::span<const uint32_t>(req.prompt) : std::span<const uint32_t>(last);
     LOCKSTEP_ASSIGN_OR_RETURN(const StepOutcome o, backend.FeedAndChoose(tokens, ctx));

@@ -93,12 +93,6 @@ struct DecodeResult {
   std::vector<std::vector<Digest>> layer_digests;
 };
 
-// The steps after `step` of a `gen`-step decode that each feed the one
-// before's token with no eviction between: up to the first step >= `step`
-// that evicts (its evictions come after its token), or the last step. What
-// a decode promises its backend (StepBackend::ExpectChainedSteps).
-uint32_t ChainedStepsAfter(std::span<const EvictSpec> evictions, uint32_t gen, uint32_t step);
-
 // Checks a request (non-empty prompt, eviction steps < gen, the largest
 // cache length it reaches, evictions included, <= max_positions, sampling).
 Status ValidateDecodeRequest(const DecodeRequest& req);

@@ -80,9 +80,6 @@ struct Scheduler::Session {
   SamplingScratch sampling;
   size_t step_tokens = 0;  // tokens fed in the current step
   bool finished = false;
-  // On a cluster: the last step the pipeline was promised it may relay
-  // (RemoteSession relays its steps up to it without a round trip).
-  std::optional<uint32_t> relayed_through;
 };
 
 Scheduler::Scheduler(SchedulerBackend backend, const WitnessSeed& seed, const Tokenizer* tokenizer,
@@ -287,18 +284,9 @@ void Scheduler::StepCluster() {
                                    [&s, tokens] { return s.remote->FeedWithoutOutput(tokens); }));
       continue;
     }
-    // Decode steps are relayed through the pipeline up to the next
-    // eviction; the prompt's step is not, as its cache is parked in the
-    // prefix cache (a fork) once it is done. A session retired early (EOS,
-    // a stop string, a client gone) is released, which ends its relay.
-    const uint32_t step = static_cast<uint32_t>(s.generated.size());
-    if (s.fed >= s.spec.prompt.size() && (!s.relayed_through || *s.relayed_through < step)) {
-      const uint32_t n = ChainedStepsAfter(s.spec.evictions, s.spec.max_tokens, step);
-      s.remote->ExpectChainedSteps(n);
-      s.relayed_through = step + n;
-    }
-    replies.push_back(std::async(std::launch::async, [&s, tokens, step] {
-      const StepContext ctx{step, s.remote_sampling, &*s.chain, &s.sampling, &s.remote_logits};
+    replies.push_back(std::async(std::launch::async, [&s, tokens] {
+      const StepContext ctx{static_cast<uint32_t>(s.generated.size()), s.remote_sampling,
+                            &*s.chain, &s.sampling, &s.remote_logits};
       Result<StepOutcome> o = s.remote->FeedAndChoose(tokens, ctx);
       if (!o.ok()) return o.status();
       s.outcome = *o;
@@ -339,9 +327,6 @@ void Scheduler::ReportStages() {
     }
   }
   hops.push_back({std::to_string(reports.size() - 1) + "->coordinator", wire.bytes_received});
-  if (reports.size() > 1) {  // relayed steps, from the last stage to the first
-    hops.push_back({std::to_string(reports.size() - 1) + "->0", reports.back().bytes_relayed});
-  }
   metrics_.SetStages(std::move(seconds), std::move(hops));
 }
 

@@ -246,8 +246,6 @@ struct Heartbeat {
   # the next stage. Zero in the coordinator's heartbeats.
   computeNanos @2 :UInt64;
   bytesToNext @3 :UInt64;
-  bytesRelayed @4 :UInt64;    # The last stage: bytes of relayed steps it sent
-                              # the first stage.
 }
 
 enum ErrorKind {

@@ -162,7 +162,6 @@ void Write(const Heartbeat& m, s::Envelope::Builder e) {
   out.setSender(m.sender);
   out.setComputeNanos(m.compute_nanos);
   out.setBytesToNext(m.bytes_to_next);
-  out.setBytesRelayed(m.bytes_relayed);
 }
 
 void Write(const ErrorReport& m, s::Envelope::Builder e) {
@@ -365,7 +364,7 @@ Result<Message> ReadEnvelope(s::Envelope::Reader e) {
     case W::HEARTBEAT: {
       auto in = e.getHeartbeat();
       return Message(Heartbeat{in.getSequence(), in.getSender(), in.getComputeNanos(),
-                               in.getBytesToNext(), in.getBytesRelayed()});
+                               in.getBytesToNext()});
     }
     case W::ERROR: return Read(e.getError());
     case W::SHUTDOWN: return Message(Shutdown{e.getShutdown().getReason()});

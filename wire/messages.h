@@ -146,7 +146,6 @@ struct Heartbeat {
   std::string sender;
   uint64_t compute_nanos = 0;  // a worker's reply: its stage's compute time so far
   uint64_t bytes_to_next = 0;  // a worker's reply: bytes sent to the next stage so far
-  uint64_t bytes_relayed = 0;  // the last stage's reply: bytes relayed to the first so far
 };
 
 // A failed request, as reported to a peer. `kind` is never kOk.

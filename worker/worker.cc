@@ -397,7 +397,7 @@ void Worker::OnIncoming(const wire::Incoming& in) {
   wire::Message& m = *parsed;
   if (auto* hb = std::get_if<wire::Heartbeat>(&m)) {
     const wire::Heartbeat reply{hb->sequence, options_.name, compute_nanos_.load(),
-                                bytes_to_next_, bytes_relayed_};
+                                bytes_to_next_};
     (void)server_.Send(in.peer, wire::MarshalMessage(reply));
     return;
   }
@@ -522,7 +522,6 @@ Status Worker::SendRelayed(Outgoing& o) {
     ring_.emplace(std::move(c).value());
   }
   const Status st = ring_->Send(o.frame);
-  if (st.ok()) bytes_relayed_ += o.frame.size();
   if (st.ok()) return st;
   return DisconnectedError("cannot relay to the first stage at " + ring_endpoint_ + ": " +
                            st.message());

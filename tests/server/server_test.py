@@ -635,7 +635,7 @@ class ShardedTest(unittest.TestCase):
             compute = [m[("lockstep_stage_compute_seconds_total", (("stage", str(k)),))]
                        for k in range(3)]
             hops = [m[("lockstep_hop_bytes_total", (("hop", h),))]
-                    for h in ("coordinator->0", "0->1", "1->2", "2->coordinator", "2->0")]
+                    for h in ("coordinator->0", "0->1", "1->2", "2->coordinator")]
             return compute, hops
 
         self.server.post("/v1/completions", {"prompt": [8, 1, 8], "max_tokens": 2})
@@ -652,10 +652,6 @@ class ShardedTest(unittest.TestCase):
         self.assertTrue(moved, (before, after))
         # A hidden frame of one row of the 64-wide model is more than 256 bytes.
         self.assertGreater(after[1][1] - before[1][1], 5 * 256)
-        # The 5-token answer's last 3 steps were relayed from the last stage
-        # to the first (the prompt's step and the first decode step are the
-        # coordinator's), each a TokenInput with its chain state.
-        self.assertGreater(after[1][4] - before[1][4], 3 * 100)
 
     def test_4_killed_worker_fails_requests_clearly_and_server_stays_up(self):
         kids = self.workers()
