@@ -195,6 +195,45 @@ TEST(ChainHandoffTest, HiddenFrameCarriesItUnderItsDigest) {
   EXPECT_LE(unnoticed, 80 + 30);
 }
 
+TEST(ChainHandoffTest, ARelayTravelsUnderTheHiddenFramesDigest) {
+  HiddenFrame in = testing::MakeHidden(1, 8, 3);
+  in.handoff = ChainHandoff{5, StateAfter(129), 7};
+  Result<HiddenFrame> out = UnmarshalHidden(MarshalHidden(in));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->handoff->relay, 7u);
+  HiddenFrame fewer = in, none = in;
+  fewer.handoff->relay = 6;
+  none.handoff->relay = 0;
+  EXPECT_NE(HiddenFrameDigest(fewer), HiddenFrameDigest(in));
+  EXPECT_NE(HiddenFrameDigest(none), HiddenFrameDigest(in));
+}
+
+TEST(ChainHandoffTest, ARelayedStepRoundTripsAndIsMarshalledInPlaceToTheSameBytes) {
+  TokenInput in;
+  in.session_id = 3;
+  in.step = 4;
+  in.first_position = 5;
+  in.token_ids = {6};
+  in.handoff = ChainHandoff{17, StateAfter(333), 9};
+  in.relayed = true;
+  Frame fast;
+  MarshalTokenInput(in, &fast);
+  EXPECT_EQ(fast, MarshalMessage(in));
+  Result<Message> out = Parse(fast);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const auto& t = std::get<TokenInput>(*out);
+  EXPECT_TRUE(t.relayed);
+  EXPECT_EQ(*t.handoff, *in.handoff);
+  // A relayed step names the chain it continues: without one it is refused.
+  in.handoff.reset();
+  Result<Message> bare = Parse(MarshalMessage(in));
+  ASSERT_FALSE(bare.ok());
+  EXPECT_EQ(bare.status().kind(), ErrorKind::kCorrupt);
+  EXPECT_NE(bare.status().message().find("relayed step without a chain handoff"),
+            std::string::npos)
+      << bare.status().message();
+}
+
 TEST(SessionOpenTest, SamplingRoundTripsAndDefaultsToGreedy) {
   SessionOpen open;
   open.session_id = 12;
