@@ -124,15 +124,14 @@ size_t CanonicalWords(size_t payload_floats) {
 // The words layer digests add (a blob of 32-byte digests).
 size_t LayerDigestWords(const std::vector<Digest>& d) { return BlobWords(d.size() * 32); }
 
-// The words a ChainHandoff adds: its struct and its chain state blob.
+}  // namespace
+
+namespace internal {
+
 size_t HandoffWords(const std::optional<ChainHandoff>& h) {
   if (!h) return 0;
   return capnp::sizeInWords<schema::ChainHandoff>() + BlobWords(Sha256State::kBytes);
 }
-
-}  // namespace
-
-namespace internal {
 
 constexpr std::string_view kLayersTag = "layers";
 
@@ -259,7 +258,8 @@ Digest LogitsDigest(const Logits& logits) {
 
 void MarshalHidden(const HiddenFrame& frame, Frame* out) {
   MarshalEnvelopeInPlace(
-      CanonicalWords<schema::HiddenFrame>(frame.payload.size()) + HandoffWords(frame.handoff) +
+      CanonicalWords<schema::HiddenFrame>(frame.payload.size()) +
+          internal::HandoffWords(frame.handoff) +
           LayerDigestWords(frame.layer_digests),
       [&frame](schema::Envelope::Builder root) {
         internal::WriteHidden(frame, root.initHidden());

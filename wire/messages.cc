@@ -420,9 +420,7 @@ void MarshalTokenInput(const TokenInput& m, Frame* out) {
   // Canonical size: root pointer, Envelope, TokenInput, then what it points
   // to in order (the token list, the handoff and its chain state).
   const size_t words = EnvelopeWords<s::TokenInput>() + BlobWords(m.token_ids.size() * 4) +
-                       (m.handoff ? capnp::sizeInWords<s::ChainHandoff>() +
-                                        BlobWords(Sha256State::kBytes)
-                                  : 0);
+                       internal::HandoffWords(m.handoff);
   MarshalEnvelopeInPlace(words, [&m](s::Envelope::Builder root) { Write(m, root); }, out);
 }
 

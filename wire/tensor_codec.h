@@ -24,6 +24,9 @@ void WriteHidden(const HiddenFrame& frame, schema::HiddenFrame::Builder out);
 Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in);
 void WriteLogits(const Logits& logits, schema::Logits::Builder out);
 void WriteHandoff(const ChainHandoff& h, schema::ChainHandoff::Builder out);
+// The canonical words a handoff adds to its message: its struct and its
+// chain state blob (0 without one).
+size_t HandoffWords(const std::optional<ChainHandoff>& h);
 // The handoff of a TokenInput or HiddenFrame (`has`: its pointer is set);
 // Corrupt naming `what` when its chain state is refused.
 Result<std::optional<ChainHandoff>> ReadHandoff(bool has, schema::ChainHandoff::Reader in,
