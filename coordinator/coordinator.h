@@ -384,8 +384,8 @@ class RemoteSession final : public StepBackend {
                                           uint32_t first_position,
                                           std::optional<wire::ChainHandoff> handoff,
                                           uint32_t relay = 0);
-  // The StepResult of the next relayed step, recorded in the history as a
-  // feed of relay_.token; advances relay_. The relay ends on any failure.
+  // The StepResult of the next relayed step (whose request number is
+  // step_ - relay_.left); advances relay_. The relay ends on any failure.
   Result<wire::StepResult> TakeRelayed();
   // Collects the steps still relayed and evicts their positions: the
   // session is then as if it had never run them.
@@ -411,7 +411,6 @@ class RemoteSession final : public StepBackend {
   std::vector<Digest> trace_;     // [layers], the last step's when open_.trace
   uint32_t ahead_ = 0;            // ExpectChainedSteps' promise, for the next request
   Relay relay_;
-  uint32_t relay_step_ = 0;       // the request number of the next relayed step
 };
 
 }  // namespace lockstep

@@ -68,17 +68,16 @@ Result<Coordinator::StepReply> RemoteSession::Exchange(std::span<const uint32_t>
 }
 
 Result<wire::StepResult> RemoteSession::TakeRelayed() {
-  const uint32_t step = relay_step_++;
+  // The relayed steps took the request numbers up to step_ - 1.
+  const uint32_t step = step_ - relay_.left;
   Coordinator::ReplyResult reply =
       coordinator_.Await(coordinator_.Expect(id(), step), id(), step);
   timeline::Mark(timeline::Event::kCoordinatorResolved, 0, id(), step);
   auto* got = reply.ok() ? std::get_if<wire::StepResult>(&*reply) : nullptr;
-  Status st = reply.ok() && got == nullptr
-                  ? CorruptError("session " + std::to_string(id()) +
-                                 ": the last stage sent logits for a relayed step")
-                  : Status::Ok();
-  if (!reply.ok()) st = reply.status();
-  if (st.ok()) st = CheckVocab("token", got->token);
+  const Status st = !reply.ok()      ? reply.status()
+                    : got == nullptr ? CorruptError("session " + std::to_string(id()) +
+                                                    ": the last stage sent logits for a relayed step")
+                                     : CheckVocab("token", got->token);
   if (!st.ok()) {
     relay_ = {};
     return st;
@@ -246,10 +245,7 @@ Result<StepOutcome> RemoteSession::FeedAndChoose(std::span<const uint32_t> token
                         "(a worker older than the chain handoff? --ship-logits works with it)");
   }
   LOCKSTEP_ASSIGN_OR_RETURN(StepOutcome o, Outcome(std::move(*got), ctx));
-  if (relay > 0) {
-    relay_ = Relay{relay, o.token, ctx.step + 1};
-    relay_step_ = step_ - relay;
-  }
+  if (relay > 0) relay_ = Relay{relay, o.token, ctx.step + 1};
   return o;
 }
 
