@@ -19,8 +19,11 @@
 namespace lockstep {
 namespace {
 
-// Steps a TokenInput asks the pipeline to relay after it.
-uint32_t RelayOf(const wire::TokenInput& m) { return m.handoff ? m.handoff->relay : 0; }
+// Steps a TokenInput or HiddenFrame asks the pipeline to relay after it.
+template <typename M>
+uint32_t RelayOf(const M& m) {
+  return m.handoff ? m.handoff->relay : 0;
+}
 
 // "session S step T", for errors (built only when one is reported).
 template <typename M>
@@ -492,7 +495,7 @@ Status StageHost::AcceptHidden(const wire::HiddenFrame& m, Input* in) {
   trace_.Clear(m.layer_digests);
   hidden_.assign(m.payload.begin(), m.payload.end());
   *in = Input{s,          m.session_id, m.step,     m.first_position, m.seq,
-              &m.handoff, m.no_output,  m.handoff ? m.handoff->relay : 0};
+              &m.handoff, m.no_output,  RelayOf(m)};
   return Status::Ok();
 }
 

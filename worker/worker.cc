@@ -216,13 +216,15 @@ void Worker::ServeLoop() {
     zmq_pollitem_t items[4] = {
         {server_.socket().handle(), 0, ZMQ_POLLIN, 0},
         {nullptr, outbox_.fd(), ZMQ_POLLIN, 0},
-        {next_ ? next_->socket().handle() : nullptr, -1, ZMQ_POLLIN, 0},
-        {ring_ ? ring_->socket().handle() : nullptr, -1, ZMQ_POLLIN, 0},
     };
-    // Unused links are left out of the poll (a null socket with fd -1).
+    // The links this worker opened (next stage, first stage) follow.
+    wire::Client* links[4] = {};
     int count = 2;
-    if (next_) items[count++] = items[2];
-    if (ring_) items[count++] = items[3];
+    for (std::optional<wire::Client>* link : {&next_, &ring_}) {
+      if (!*link) continue;
+      links[count] = &**link;
+      items[count++] = {(*link)->socket().handle(), -1, ZMQ_POLLIN, 0};
+    }
     // A step of its own (one stage relaying to itself) runs without waiting.
     const long wait = inline_.empty() ? static_cast<long>(kPollInterval.count()) : 0;
     if (zmq_poll(items, count, wait) < 0) {
@@ -243,11 +245,7 @@ void Worker::ServeLoop() {
     if (items[1].revents & ZMQ_POLLIN) DeliverComputed();
     // The next and the first stage never talk back on these links: drop.
     for (int i = 2; i < count; ++i) {
-      if (!(items[i].revents & ZMQ_POLLIN)) continue;
-      wire::Client* link = items[i].socket == (next_ ? next_->socket().handle() : nullptr)
-                               ? &*next_
-                               : &*ring_;
-      (void)link->Receive(milliseconds(0));
+      if (items[i].revents & ZMQ_POLLIN) (void)links[i]->Receive(milliseconds(0));
     }
     CheckCoordinator();
   }
