@@ -74,10 +74,11 @@ Result<wire::StepResult> RemoteSession::TakeRelayed() {
       coordinator_.Await(coordinator_.Expect(id(), step), id(), step);
   timeline::Mark(timeline::Event::kCoordinatorResolved, 0, id(), step);
   auto* got = reply.ok() ? std::get_if<wire::StepResult>(&*reply) : nullptr;
-  const Status st = !reply.ok()      ? reply.status()
-                    : got == nullptr ? CorruptError("session " + std::to_string(id()) +
-                                                    ": the last stage sent logits for a relayed step")
-                                     : CheckVocab("token", got->token);
+  const Status st =
+      !reply.ok()      ? reply.status()
+      : got == nullptr ? CorruptError("session " + std::to_string(id()) +
+                                      ": the last stage sent logits for a relayed step")
+                       : CheckVocab("token", got->token);
   if (!st.ok()) {
     relay_ = {};
     return st;

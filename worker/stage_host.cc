@@ -368,8 +368,8 @@ Status StageHost::CheckRelay(const Session& s, const wire::TokenInput& m) const 
                           std::to_string(m.token_ids.size()));
     }
     if (s.relay_left == 0) {
-      return InvalidError(StepName(m) +
-                          ": relayed by the last stage, but the session has no relayed step to come");
+      return InvalidError(StepName(m) + ": relayed by the last stage, but the session has no "
+                                        "relayed step to come");
     }
     if (m.step != s.relay_next_step || uint64_t{RelayOf(m)} + 1 != s.relay_left) {
       return InvalidError(StepName(m) + " relayed with " + std::to_string(RelayOf(m)) +

@@ -326,8 +326,8 @@ Status Worker::Admit(const wire::Incoming& in, Role role, const wire::Message& m
       return InvalidError("assignment refused: its next hop " + a->next_hop +
                           " is this worker itself (a forwarding loop)");
     }
-    if (!a->ring_hop.empty() &&
-        (!a->is_last || a->is_first || a->ring_hop == endpoint_ || a->ring_hop == options_.listen)) {
+    const bool self = a->ring_hop == endpoint_ || a->ring_hop == options_.listen;
+    if (!a->ring_hop.empty() && (!a->is_last || a->is_first || self)) {
       return InvalidError("assignment refused: only the last of two or more stages relays to "
                           "the first (ring hop " + a->ring_hop + ")");
     }

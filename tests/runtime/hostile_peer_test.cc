@@ -200,6 +200,25 @@ TEST_F(HostilePeers, RelayedStepsFromAnyoneButTheLastStageAreRefused) {
   (*c)->ShutdownWorkers("done");
 }
 
+// Not even the coordinator holding a worker may send it a relayed step.
+TEST_F(HostilePeers, ARelayedStepFromTheHolderIsRefused) {
+  wire::Client holder = Attacker(2, other_, worker_keys_[2]);
+  // The Assign is admitted (it now holds worker 2); loading "/etc" fails.
+  const wire::ErrorReport load = Refusal(holder, SomeAssign(""));
+  EXPECT_NE(load.message.find("assign layers"), std::string::npos) << load.message;
+  wire::TokenInput forged;
+  forged.session_id = 1;
+  forged.step = 1;
+  forged.token_ids = {3};
+  forged.handoff =
+      wire::ChainHandoff{1, WitnessChain(WitnessSeed{}, forged.token_ids).Export(), 2};
+  forged.relayed = true;
+  const wire::ErrorReport r = Refusal(holder, forged);
+  EXPECT_EQ(r.kind, ErrorKind::kInvalid);
+  EXPECT_NE(r.message.find("refused a relayed step from the coordinator"), std::string::npos)
+      << r.message;
+}
+
 TEST_F(HostilePeers, LimitsAndBadAssignmentsAreRefusedByName) {
   // A self-loop on the unassigned worker 2, and inconsistent assignments.
   wire::Client free_worker = Attacker(2, other_, worker_keys_[2]);
