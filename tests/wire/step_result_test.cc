@@ -128,13 +128,19 @@ TEST(StepResultTest, JunkFieldsAreCorruptAndNamed) {
   EXPECT_EQ(SessionOfRefusedFrame(RawResult(108, junk, 32)), std::optional<uint64_t>(9));
 }
 
-TEST(ChainHandoffTest, TokenInputCarriesIt) {
+// A one-token decode step of session 3 carrying `handoff`.
+TokenInput DecodeWith(ChainHandoff handoff) {
   TokenInput in;
   in.session_id = 3;
   in.step = 4;
   in.first_position = 5;
   in.token_ids = {6};
-  in.handoff = ChainHandoff{17, StateAfter(333)};
+  in.handoff = handoff;
+  return in;
+}
+
+TEST(ChainHandoffTest, TokenInputCarriesIt) {
+  TokenInput in = DecodeWith(ChainHandoff{17, StateAfter(333)});
   Result<Message> out = Parse(MarshalMessage(in));
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   const auto& t = std::get<TokenInput>(*out);
@@ -209,12 +215,7 @@ TEST(ChainHandoffTest, ARelayTravelsUnderTheHiddenFramesDigest) {
 }
 
 TEST(ChainHandoffTest, ARelayedStepRoundTripsAndIsMarshalledInPlaceToTheSameBytes) {
-  TokenInput in;
-  in.session_id = 3;
-  in.step = 4;
-  in.first_position = 5;
-  in.token_ids = {6};
-  in.handoff = ChainHandoff{17, StateAfter(333), 9};
+  TokenInput in = DecodeWith(ChainHandoff{17, StateAfter(333), 9});
   in.relayed = true;
   Frame fast;
   MarshalTokenInput(in, &fast);
