@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "cli_runner.h"
@@ -196,6 +197,66 @@ TEST_F(HostilePeers, RelayedStepsFromAnyoneButTheLastStageAreRefused) {
   decode.join();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ExpectSameDecode(*got, Monolithic(model_, req));
+  EXPECT_TRUE((*c)->health().ok());
+  (*c)->ShutdownWorkers("done");
+}
+
+// The last stage itself (its key, taken from the loopback key directory)
+// may send the first stage relayed steps and nothing else, and only the
+// step a session expects: anything else fails that session, reported to
+// the holder, naming why; the holder's next session decodes as monolithic.
+TEST_F(HostilePeers, TheLastStageSendsTheFirstOnlyTheRelayedStepsItExpects) {
+  auto c = Coordinator::Start(context_, cfg_);  // workers 0 and 1: 1 is the last stage
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::string dir = std::filesystem::path(procs_->coordinator_key_file()).parent_path();
+  auto last = keys::ReadIdentity(dir + "/w1");
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  wire::Client ring = Attacker(0, {last->pub.curve_public_z85, last->curve_secret_z85},
+                               worker_keys_[0]);
+  const DecodeRequest req = Req(6);
+  struct Case {
+    const char* what;
+    std::function<wire::Message(uint64_t session)> message;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"a relayed step of a session that relays nothing",
+       [&](uint64_t id) {
+         wire::TokenInput t;
+         t.session_id = id;
+         t.step = 1;
+         t.first_position = static_cast<uint32_t>(req.prompt.size());
+         t.token_ids = {9};
+         t.handoff = wire::ChainHandoff{1, WitnessChain((*c)->seed(), req.prompt).Export(), 0};
+         t.relayed = true;
+         return wire::Message(t);
+       },
+       "has no relayed step to come"},
+      {"a Release", [](uint64_t id) { return wire::Message(wire::Release{id}); },
+       "it sends the first stage only relayed steps"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    auto victim = (*c)->OpenSession(std::nullopt);
+    ASSERT_TRUE(victim.ok());
+    std::vector<float> logits;
+    ASSERT_TRUE((*victim)->Feed(req.prompt, &logits).ok());  // open and fed on both stages
+    ASSERT_TRUE(ring.Send(wire::MarshalMessage(k.message((*victim)->id()))).ok());
+    // Reported to the holder: the session's next step fails with the cause.
+    Status st;
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (st.ok() && std::chrono::steady_clock::now() < until) {
+      st = (*victim)->Feed(std::vector<uint32_t>{1}, &logits);
+    }
+    EXPECT_NE(st.message().find(k.expect), std::string::npos) << st.ToString();
+    EXPECT_EQ(ring.Receive(200ms).status().kind(), ErrorKind::kTimeout)
+        << "the refusal went to the last stage's link, not the holder";
+  }
+  auto s = (*c)->OpenSession(std::nullopt);
+  ASSERT_TRUE(s.ok());
+  auto r = RunDecode(**s, req, (*c)->seed());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectSameDecode(*r, Monolithic(model_, req));
   EXPECT_TRUE((*c)->health().ok());
   (*c)->ShutdownWorkers("done");
 }
