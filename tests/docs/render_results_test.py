@@ -46,6 +46,15 @@ class RenderResultsCheck(unittest.TestCase):
     def results_file(self, name):
         return self.root / "bench" / "results" / name
 
+    def assert_check_fails(self, returncode, *expected):
+        """Runs --check, which must exit `returncode` naming each of `expected`;
+        returns what it printed."""
+        r = self.run_script("--check")
+        self.assertEqual(r.returncode, returncode, r.stderr)
+        for text in expected:
+            self.assertIn(text, r.stderr)
+        return r.stderr
+
     def test_the_tree_as_committed_passes(self):
         r = self.run_script("--check")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -53,24 +62,18 @@ class RenderResultsCheck(unittest.TestCase):
     def test_an_edited_readme_table_is_named_and_rerendering_repairs_it(self):
         self.edit("README.md", "| decode after 2048 positions |",
                   "| decode after 2048 positions (edited) |")
-        r = self.run_script("--check")
-        self.assertEqual(r.returncode, 1)
-        self.assertIn("README.md: section 'readme'", r.stderr)
-        self.assertNotIn("docs/performance.md", r.stderr)
+        stderr = self.assert_check_fails(1, "README.md: section 'readme'")
+        self.assertNotIn("docs/performance.md", stderr)
         self.assertEqual(self.run_script().returncode, 0)
         self.assertEqual(self.run_script("--check").returncode, 0)
 
     def test_a_changed_result_makes_both_docs_stale(self):
-        path = self.results_file("2026-12-01-amd-epyc-zen5-targets.json")
-        text = path.read_text(encoding="utf-8")
-        self.assertIn('"values": [78.9, 81.7]', text)
-        path.write_text(text.replace('"values": [78.9, 81.7]', '"values": [78.9, 81.8]'),
-                        encoding="utf-8")
-        r = self.run_script("--check")
-        self.assertEqual(r.returncode, 1)
-        self.assertIn("README.md: section 'readme'", r.stderr)
-        self.assertIn("docs/performance.md: section 'host=amd-epyc-zen5'", r.stderr)
-        self.assertNotIn("host=amd-epyc-zen4", r.stderr)
+        self.edit("bench/results/2026-12-01-amd-epyc-zen5-targets.json",
+                  '"values": [78.9, 81.7]', '"values": [78.9, 81.8]')
+        stderr = self.assert_check_fails(
+            1, "README.md: section 'readme'",
+            "docs/performance.md: section 'host=amd-epyc-zen5'")
+        self.assertNotIn("host=amd-epyc-zen4", stderr)
 
     def test_decimals_render_as_written(self):
         self.edit("docs/performance.md", "| 4.12, 4.02, 4.03×", "| 4.12, 4.02, 4.030×")
@@ -82,19 +85,15 @@ class RenderResultsCheck(unittest.TestCase):
     def test_a_missing_host_section_is_refused(self):
         self.edit("docs/performance.md", "<!-- results:begin host=intel-xeon-m207 -->",
                   "<!-- nothing -->")
-        r = self.run_script("--check")
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("host=intel-xeon-m207", r.stderr)
+        self.assert_check_fails(2, "host=intel-xeon-m207")
 
     def test_an_unknown_field_is_refused_naming_file_and_field(self):
         path = self.results_file("2026-12-02-intel-xeon-m167-link-latency.json")
         session = json.loads(path.read_text(encoding="utf-8"))
         session["figures"][0]["valeus"] = [1]
         path.write_text(json.dumps(session), encoding="utf-8")
-        r = self.run_script("--check")
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("2026-12-02-intel-xeon-m167-link-latency.json.figures[0]", r.stderr)
-        self.assertIn("'valeus'", r.stderr)
+        self.assert_check_fails(
+            2, "2026-12-02-intel-xeon-m167-link-latency.json.figures[0]", "'valeus'")
 
     def test_bad_values_unknown_ids_and_duplicate_keys_are_refused(self):
         cases = [
@@ -111,10 +110,7 @@ class RenderResultsCheck(unittest.TestCase):
                     '{"date": "2026-12-03", "host": "amd-epyc-zen5", "cpu": "c", '
                     '"commit": null, "figures": [{"name": "n", "command": null, '
                     '"unit": "", ' + values + '}]}', encoding="utf-8")
-                r = self.run_script("--check")
-                self.assertEqual(r.returncode, 2, r.stderr)
-                self.assertIn("zz-bad.json", r.stderr)
-                self.assertIn(expected, r.stderr)
+                self.assert_check_fails(2, "zz-bad.json", expected)
 
     def test_two_same_day_results_of_one_figure_need_a_time(self):
         for name in ("zz-a.json", "zz-b.json"):
@@ -123,9 +119,7 @@ class RenderResultsCheck(unittest.TestCase):
                 "commit": None, "figures": [{"figure": "decode_tok_s", "name": "n",
                                              "command": "x", "values": [1], "unit": ""}]}),
                 encoding="utf-8")
-        r = self.run_script("--check")
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("zz-a.json and zz-b.json", r.stderr)
+        self.assert_check_fails(2, "zz-a.json and zz-b.json")
 
     def test_a_newer_result_replaces_the_shown_one(self):
         self.results_file("zz-new.json").write_text(json.dumps({
