@@ -131,7 +131,7 @@ Result<Coordinator::Link> Coordinator::MakeLink(const std::string& endpoint,
   LOCKSTEP_ASSIGN_OR_RETURN(wire::Client client,
                             wire::Client::Connect(context_, endpoint, identity_, transport));
   LOCKSTEP_ASSIGN_OR_RETURN(LinkMonitor monitor,
-                            LinkMonitor::Attach(context_, client.socket(), endpoint));
+                            LinkMonitor::Attach(context_, client.socket(), endpoint, key));
   const auto now = Clock::now();
   const wire::HeartbeatOptions hb{config_.heartbeat, config_.liveness};
   return Link{std::move(client), wire::PeerLiveness(hb, now), now, false, std::move(monitor), {}};
