@@ -74,6 +74,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
     for (const FileDigest& f : files) sent.push_back({f.file, f.sha256});
     c->workers_.push_back(WorkerInfo{k, config.workers[k], specs[k], {}, 0,
                                      k < config.worker_keys.size() ? config.worker_keys[k] : ""});
+    c->stages_.push_back(StageState{config.workers[k], specs[k].lo, specs[k].hi, {}, {}});
     c->endpoints_.push_back(config.workers[k]);
     c->keys_.push_back(k < config.worker_keys.size() ? config.worker_keys[k] : "");
   }
@@ -110,6 +111,11 @@ Status Coordinator::health() const {
 WireStats Coordinator::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
+}
+
+std::vector<StageState> Coordinator::stages() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stages_;
 }
 
 std::vector<StageReport> Coordinator::stage_reports() const {
