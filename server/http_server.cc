@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -171,11 +172,8 @@ std::string ClientOf(const tcp::socket& s) {
 }
 
 Status CheckOptions(const HttpOptions& o) {
-  if (o.max_connections == 0 || o.max_connections_per_client == 0 ||
-      o.max_connections_per_client > o.max_connections) {
-    return InvalidError("connection limits: need 0 < max_connections_per_client (" +
-                        std::to_string(o.max_connections_per_client) + ") <= max_connections (" +
-                        std::to_string(o.max_connections) + ")");
+  if (o.max_connections == 0 || o.max_connections_per_client == 0) {
+    return InvalidError("max_connections and max_connections_per_client must be positive");
   }
   if (o.idle_timeout_ms <= 0 || o.header_timeout_ms <= 0 || o.body_timeout_ms <= 0 ||
       o.write_timeout_ms <= 0) {
@@ -201,7 +199,7 @@ Status ServeHttp(const HttpOptions& o, Api& api, const std::function<void(uint16
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return IoError("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + ec.message());
 
-  ConnectionLimits limits(o.max_connections, o.max_connections_per_client);
+  ConnectionLimits limits(o.max_connections, std::min(o.max_connections_per_client, o.max_connections));
   std::mutex mu;
   std::set<int> fds;  // open connections, to end their reads at shutdown
   asio::signal_set signals(io, SIGTERM, SIGINT);

@@ -30,7 +30,7 @@ struct HttpOptions {
   uint16_t port = 8080;  // 0: any free port (printed)
   size_t max_body_bytes = 1 << 20;
   size_t max_connections = 256;
-  size_t max_connections_per_client = 64;  // one source address; <= max_connections
+  size_t max_connections_per_client = 64;  // one source address (at most max_connections)
   int idle_timeout_ms = 60000;
   int header_timeout_ms = 10000;
   int body_timeout_ms = 30000;
@@ -39,8 +39,7 @@ struct HttpOptions {
 
 // Serves until a termination signal; then calls on_stop (which must make
 // every in-flight request finish) and waits for all connections. Invalid
-// when the limits or timeouts are not positive, or the per-client limit
-// exceeds the total.
+// when a limit or timeout is not positive.
 // on_listening(port) runs once the socket is bound (readiness).
 Status ServeHttp(const HttpOptions& options, Api& api,
                  const std::function<void(uint16_t)>& on_listening,
