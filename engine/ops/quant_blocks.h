@@ -1,0 +1,71 @@
+// The GGUF weight types of EXTENSIONS.md E2.3 (ggml type id, elements and
+// bytes per block) and their scalar reference dequantizer: the exact f32
+// value of every weight, each f32 operation of E2.3's formula rounded once
+// in the order written, never fused; f16 values exact (a subnormal half is
+// a normal f32 and is never flushed), integer arithmetic on quants exact.
+// PackedMatrix (packed_matrix.h) keeps such weights at their own size and
+// its kernels dequantize in registers to these same values.
+//
+// Everything here is a pure function of its arguments: thread-safe.
+// DequantizeRow does no f32 arithmetic on subnormal inputs (f16 values are
+// widened by integer operations), so its results do not depend on FTZ/DAZ.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "base/status.h"
+
+namespace lockstep::ops {
+
+// ggml type ids (E2.3's table); no other id is a weight type here.
+enum class GgmlType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kBF16 = 30,
+};
+
+struct GgmlBlock {
+  GgmlType type;
+  size_t elems;      // elements per block (along a row)
+  size_t bytes;      // bytes per block
+  const char* name;  // "Q4_K": E2.3's spelling, for messages
+};
+
+// The block layout of ggml type id `id`, or nullopt for an id E2.3 does not
+// list (the caller names the id and the tensor).
+std::optional<GgmlBlock> FindGgmlType(uint32_t id);
+// The layout of a listed type.
+const GgmlBlock& BlockOf(GgmlType type);
+// E2.3's name of type id `id`, or "unknown".
+const char* GgmlTypeName(uint32_t id);
+
+// Invalid (naming the type and `what`) unless n_elems is a whole number of
+// blocks of `type`.
+Status CheckRowLength(GgmlType type, uint64_t n_elems, const char* what);
+// Bytes of a row of n_elems elements. REQUIRES n_elems % elems == 0.
+size_t GgmlRowBytes(GgmlType type, size_t n_elems);
+
+// The exact f32 bits of IEEE binary16 bits h (subnormals widened to normal
+// f32 values, ±0, ±inf, NaN payloads kept), by integer operations only.
+uint32_t F16ToF32Bits(uint16_t h);
+float F16ToF32(uint16_t h);
+
+// Q4_K/Q5_K's 6-bit scales and mins of sub-blocks j = 0..7 from the 12
+// packed bytes s (E2.3).
+void UnpackK4Scales(const uint8_t* s, uint8_t* sc, uint8_t* m);
+
+// out[i] = the E2.3 value of element i of a row of n_elems elements of
+// `type`, stored as GgmlRowBytes(type, n_elems) bytes at `bytes` (any
+// alignment; F32 bits are copied verbatim). REQUIRES n_elems % elems == 0
+// and bytes.size() >= GgmlRowBytes(type, n_elems).
+void DequantizeRow(GgmlType type, std::span<const uint8_t> bytes, size_t n_elems, float* out);
+
+}  // namespace lockstep::ops
