@@ -16,59 +16,38 @@ constexpr GgmlBlock kBlocks[] = {
 };
 
 uint16_t U16At(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
-float F16At(const uint8_t* p) { return F16ToF32(U16At(p)); }
-// f32(n) of a small integer: exact.
-float F32Of(int n) { return static_cast<float>(n); }
 
-// E2.3 Q8_0: w[i] = f32(qs[i]) * f16(d).
-void Q8_0Block(const uint8_t* b, float* out) {
-  const float d = F16At(b);
-  for (int i = 0; i < 32; ++i) out[i] = F32Of(static_cast<int8_t>(b[2 + i])) * d;
-}
-
-// E2.3 Q4_0: w[i] = f16(d) * f32(q[i] - 8).
-void Q4_0Block(const uint8_t* b, float* out) {
-  const float d = F16At(b);
-  for (int i = 0; i < 16; ++i) {
-    out[i] = d * F32Of((b[2 + i] & 15) - 8);
-    out[i + 16] = d * F32Of((b[2 + i] >> 4) - 8);
+// Q4_K/Q5_K's 6-bit sc_j and m_j from the 12 packed bytes s (E2.3).
+void UnpackK4Scales(const uint8_t* s, BlockFields* f) {
+  for (int j = 0; j < 4; ++j) {
+    f->sc[j] = s[j] & 63;
+    f->m[j] = s[j + 4] & 63;
+  }
+  for (int j = 4; j < 8; ++j) {
+    f->sc[j] = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    f->m[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
   }
 }
 
-// E2.3 Q4_K (qh == nullptr) and Q5_K: per sub-block j, D = f16(d) *
-// f32(sc_j), M = f16(dmin) * f32(m_j); w = (D * f32(q)) - M.
-void K4Block(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, float* out) {
-  const float d = F16At(b), dmin = F16At(b + 2);
-  uint8_t sc[8], m[8];
-  UnpackK4Scales(b + 4, sc, m);
+// Element 32j + l of Q4_K (qh == nullptr) or Q5_K.
+void K4Quants(const uint8_t* qh, const uint8_t* qs, BlockFields* f) {
   for (int j = 0; j < 8; ++j) {
-    const float dj = d * F32Of(sc[j]);
-    const float mj = dmin * F32Of(m[j]);
     for (int l = 0; l < 32; ++l) {
       int q = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
       if (qh != nullptr) q |= ((qh[l] >> j) & 1) << 4;
-      const float dq = dj * F32Of(q);
-      out[32 * j + l] = dq - mj;
+      f->q[32 * j + l] = q;
     }
   }
 }
 
-// E2.3 Q6_K: element e = 128h + 32t + l; D = f16(d) * f32(sc[e/16]),
-// w = D * f32(q).
-void Q6_KBlock(const uint8_t* b, float* out) {
-  const uint8_t* ql = b;
-  const uint8_t* qh = b + 128;
-  const uint8_t* sc = b + 192;
-  const float d = F16At(b + 208);
+// Element 128h + 32t + l of Q6_K.
+void Q6Quants(const uint8_t* ql, const uint8_t* qh, BlockFields* f) {
   for (int h = 0; h < 2; ++h) {
     for (int t = 0; t < 4; ++t) {
       for (int l = 0; l < 32; ++l) {
-        const int e = 128 * h + 32 * t + l;
         const int lo = (ql[64 * h + 32 * (t & 1) + l] >> (4 * (t >> 1))) & 15;
         const int hi = (qh[32 * h + l] >> (2 * t)) & 3;
-        const int q = (lo | (hi << 4)) - 32;
-        const float dd = d * F32Of(static_cast<int8_t>(sc[e / 16]));
-        out[e] = dd * F32Of(q);
+        f->q[128 * h + 32 * t + l] = lo | (hi << 4);
       }
     }
   }
@@ -124,14 +103,34 @@ uint32_t F16ToF32Bits(uint16_t h) {
 
 float F16ToF32(uint16_t h) { return std::bit_cast<float>(F16ToF32Bits(h)); }
 
-void UnpackK4Scales(const uint8_t* s, uint8_t* sc, uint8_t* m) {
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = s[j] & 63;
-    m[j] = s[j + 4] & 63;
-  }
-  for (int j = 4; j < 8; ++j) {
-    sc[j] = static_cast<uint8_t>((s[j + 4] & 15) | ((s[j - 4] >> 6) << 4));
-    m[j] = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+void UnpackBlock(GgmlType type, const uint8_t* b, BlockFields* f) {
+  switch (type) {
+    case GgmlType::kQ8_0:
+      f->d = U16At(b);
+      for (int i = 0; i < 32; ++i) f->q[i] = static_cast<int8_t>(b[2 + i]);
+      return;
+    case GgmlType::kQ4_0:
+      f->d = U16At(b);
+      for (int i = 0; i < 16; ++i) {
+        f->q[i] = b[2 + i] & 15;
+        f->q[i + 16] = b[2 + i] >> 4;
+      }
+      return;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: {
+      f->d = U16At(b);
+      f->dmin = U16At(b + 2);
+      UnpackK4Scales(b + 4, f);
+      const bool five = type == GgmlType::kQ5_K;
+      K4Quants(five ? b + 16 : nullptr, b + (five ? 48 : 16), f);
+      return;
+    }
+    case GgmlType::kQ6_K:
+      f->d = U16At(b + 208);
+      for (int i = 0; i < 16; ++i) f->sc[i] = static_cast<int8_t>(b[192 + i]);
+      Q6Quants(b, b + 128, f);
+      return;
+    default: assert(false && "UnpackBlock: not a block type");
   }
 }
 
@@ -143,16 +142,22 @@ void DequantizeRow(GgmlType type, std::span<const uint8_t> bytes, size_t n_elems
     if (n_elems != 0) std::memcpy(out, p, 4 * n_elems);
     return;
   }
+  if (type == GgmlType::kF16 || type == GgmlType::kBF16) {
+    for (size_t i = 0; i < n_elems; ++i) {
+      const uint16_t h = U16At(p + 2 * i);
+      out[i] = type == GgmlType::kF16 ? F16ToF32(h) : std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+    }
+    return;
+  }
+  // Sub-blocks of 32 (Q4_K/Q5_K) or 16 (Q6_K) share sc/m.
+  const size_t sub = type == GgmlType::kQ6_K ? 16 : 32;
+  BlockFields f;
   for (size_t i = 0; i < n_elems / blk.elems; ++i, p += blk.bytes, out += blk.elems) {
-    switch (type) {
-      case GgmlType::kF16: *out = F16At(p); break;
-      case GgmlType::kBF16: *out = std::bit_cast<float>(static_cast<uint32_t>(U16At(p)) << 16); break;
-      case GgmlType::kQ8_0: Q8_0Block(p, out); break;
-      case GgmlType::kQ4_0: Q4_0Block(p, out); break;
-      case GgmlType::kQ4_K: K4Block(p, nullptr, p + 16, out); break;
-      case GgmlType::kQ5_K: K4Block(p, p + 16, p + 48, out); break;
-      case GgmlType::kQ6_K: Q6_KBlock(p, out); break;
-      case GgmlType::kF32: break;
+    UnpackBlock(type, p, &f);
+    const float d = F16ToF32(f.d), dmin = F16ToF32(f.dmin);
+    for (size_t e = 0; e < blk.elems; ++e) {
+      const size_t j = e / sub;
+      out[e] = WeightValue(type, d, dmin, f.sc[j], j < 8 ? f.m[j] : 0, f.q[e]);
     }
   }
 }

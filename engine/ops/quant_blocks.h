@@ -58,9 +58,47 @@ size_t GgmlRowBytes(GgmlType type, size_t n_elems);
 uint32_t F16ToF32Bits(uint16_t h);
 float F16ToF32(uint16_t h);
 
-// Q4_K/Q5_K's 6-bit scales and mins of sub-blocks j = 0..7 from the 12
-// packed bytes s (E2.3).
-void UnpackK4Scales(const uint8_t* s, uint8_t* sc, uint8_t* m);
+// One block's fields as integers, the bit layout of E2.3 undone.
+struct BlockFields {
+  uint16_t d = 0;     // f16 bits of d (every quantized type)
+  uint16_t dmin = 0;  // f16 bits of dmin (Q4_K, Q5_K)
+  // Q4_K/Q5_K: the 6-bit sc_j, m_j of sub-blocks j < 8; Q6_K: sc[i] for
+  // i < 16 (signed).
+  int sc[16] = {};
+  int m[8] = {};
+  // The stored quant of element e: Q8_0 qs (-128..127), Q4_0 and Q4_K
+  // 0..15, Q5_K 0..31, Q6_K lo | hi << 4 (0..63; E2.3 subtracts 32, and
+  // Q4_0's 8, in WeightValue).
+  int q[256] = {};
+};
+
+// The fields of one block of a quantized type (Q8_0, Q4_0, Q4_K, Q5_K,
+// Q6_K) at `block` (BlockOf(type).bytes of them).
+void UnpackBlock(GgmlType type, const uint8_t* block, BlockFields* out);
+
+// E2.3's f32 value of an element from its fields, the operations in E2.3's
+// order: d, dmin the f16 values; sc, m the element's sub-block scale and
+// min (Q4_K/Q5_K; Q6_K's sc is signed; others ignore them); q the stored
+// quant as in BlockFields. Every product is exact; Q4_K/Q5_K's final
+// subtraction is the one rounding.
+inline float WeightValue(GgmlType type, float d, float dmin, int sc, int m, int q) {
+  switch (type) {
+    case GgmlType::kQ8_0: return static_cast<float>(q) * d;
+    case GgmlType::kQ4_0: return d * static_cast<float>(q - 8);
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: {
+      const float dd = d * static_cast<float>(sc);
+      const float mm = dmin * static_cast<float>(m);
+      const float dq = dd * static_cast<float>(q);
+      return dq - mm;
+    }
+    case GgmlType::kQ6_K: {
+      const float dd = d * static_cast<float>(sc);
+      return dd * static_cast<float>(q - 32);
+    }
+    default: return 0.0f;  // not a block type
+  }
+}
 
 // out[i] = the E2.3 value of element i of a row of n_elems elements of
 // `type`, stored as GgmlRowBytes(type, n_elems) bytes at `bytes` (any
