@@ -17,8 +17,13 @@
 #include <set>
 #include <vector>
 
+#include "random_blocks.h"
+
 namespace lockstep::ops {
 namespace {
+
+using testing::PutHalf;
+using testing::RandomBlocks;
 
 uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
 
@@ -27,11 +32,6 @@ double HalfValue(uint16_t h) {
   const int e = (h >> 10) & 31, m = h & 1023;
   const double mag = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
   return (h & 0x8000) ? -mag : mag;
-}
-
-void PutHalf(uint8_t* p, uint16_t h) {
-  p[0] = static_cast<uint8_t>(h & 0xFF);
-  p[1] = static_cast<uint8_t>(h >> 8);
 }
 
 std::vector<float> Dequantize(GgmlType type, const std::vector<uint8_t>& bytes, size_t n) {
@@ -296,27 +296,6 @@ std::vector<float> ModelBlock(GgmlType type, const uint8_t* b) {
   std::vector<float> w(256);
   for (int e = 0; e < 256; ++e) w[e] = static_cast<float>(scale[e] * q[e] - offset[e]);
   return w;
-}
-
-// f16 scales: subnormal, negative, zero, the largest, ordinary.
-constexpr uint16_t kScaleHalves[] = {0x0001, 0x03FF, 0x8001, 0x0200, 0x0000, 0x8000, 0x7BFF,
-                                     0xFBFF, 0x3C00, 0xB555, 0x2E66, 0x1400, 0x0400, 0x6800};
-
-std::vector<uint8_t> RandomBlocks(std::mt19937& rng, GgmlType type, size_t n_blocks) {
-  const GgmlBlock& b = BlockOf(type);
-  std::vector<uint8_t> bytes(n_blocks * b.bytes);
-  for (uint8_t& x : bytes) x = static_cast<uint8_t>(rng());
-  auto half = [&] { return kScaleHalves[rng() % std::size(kScaleHalves)]; };
-  for (size_t i = 0; i < n_blocks; ++i) {
-    uint8_t* p = bytes.data() + i * b.bytes;
-    if (type == GgmlType::kQ6_K) {
-      PutHalf(p + 208, half());
-    } else {
-      PutHalf(p, half());
-      if (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K) PutHalf(p + 2, half());
-    }
-  }
-  return bytes;
 }
 
 // Rows of several random blocks each: every element equals the model, and
