@@ -42,7 +42,7 @@ struct QuantPanel {
   size_t head_bytes;   // the head of a panel block
   size_t group;        // k per group
   size_t group_bytes;  // bytes per group
-  size_t BlockBytes() const { return head_bytes + block / group * group_bytes; }
+  constexpr size_t BlockBytes() const { return head_bytes + block / group * group_bytes; }
 };
 
 // Head offsets inside a panel block (the d array is at 0 for every type).
