@@ -6,7 +6,8 @@
 // weights, weights/s (rows * cols per matmul). K types need whole 256-
 // element blocks per row, so their 576-column shapes run at 512 columns.
 // Threads split each matrix in units of 2 panels claimed dynamically, as
-// the stage splits a decode matmul.
+// the stage splits a decode matmul. PackRows/<type>: how fast GGUF rows
+// are packed (bytes/s of file bytes), one thread.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -90,7 +91,25 @@ void BM_QuantMatmul(benchmark::State& state, const Kernels* k) {
                                                    benchmark::Counter::kIsRate);
 }
 
+// args: type index; one thread packs a 49152-row matrix from its GGUF rows
+// (the LM head / embedding of SmolLM2), bytes/s of GGUF input.
+void BM_PackRows(benchmark::State& state) {
+  const WeightType type = kTypes[state.range(0)];
+  const size_t rows = 49152, cols = BlockOf(GgmlTypeOf(type)).elems == 256 ? 512 : 576;
+  const std::vector<uint8_t> file = RandomRows(type, rows, cols);
+  PackedMatrix w = PackedMatrix::Allocated(rows, cols, type);
+  for (auto _ : state) {
+    w.PackRows(0, file);
+    benchmark::DoNotOptimize(w.panel(0));
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * file.size()));
+}
+
 void Register() {
+  for (size_t t = 0; t < std::size(kTypes); ++t) {
+    const std::string name = std::string("PackRows/") + BlockOf(GgmlTypeOf(kTypes[t])).name;
+    benchmark::RegisterBenchmark(name.c_str(), BM_PackRows)->Arg(static_cast<int64_t>(t));
+  }
   for (const std::string& isa : AvailableIsas()) {
     if (isa == "scalar") continue;
     const Kernels* k = KernelsByName(isa);
