@@ -22,7 +22,9 @@
 
 namespace lockstep::ops::quant_impl {
 
-// How far ahead of the k it reads a tile prefetches its panels' streams.
+// How far ahead of the k it reads a tile prefetches its panels' streams:
+// each panel is one contiguous stream (heads and groups), fetched line by
+// line from a cursor that stays this far ahead of the sub-block in use.
 inline constexpr size_t kPrefetchBytes = 1024;
 
 // Scale vectors of RV lane vectors.
@@ -193,6 +195,8 @@ inline void Tile(const uint8_t* const (&panels)[NP], size_t cols, const float* x
     for (int v = 0; v < RV; ++v)
 #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t) acc[p][v][t] = I::Zero();
+  const uint8_t* ahead[NP];
+  for (int p = 0; p < NP; ++p) ahead[p] = panels[p] + kPrefetchBytes;
   for (size_t b = 0; b < cols / P.block; ++b) {
     for (size_t j = 0; j < P.block / P.sub; ++j) {
       Scales<I, RV> sc[NP];
@@ -202,8 +206,8 @@ inline void Tile(const uint8_t* const (&panels)[NP], size_t cols, const float* x
         const uint8_t* block = panels[p] + b * P.BlockBytes();
         Q::template LoadScales<I, RV, V0>(block, j, sc[p]);
         group[p] = block + P.head_bytes + j * kSubBytes;
-        for (size_t off = 0; off < kSubBytes; off += 64) {
-          __builtin_prefetch(group[p] + kPrefetchBytes + off, 0, 3);
+        for (; ahead[p] < group[p] + kSubBytes + kPrefetchBytes; ahead[p] += 64) {
+          __builtin_prefetch(ahead[p], 0, 3);
         }
       }
       const float* xk = x + b * P.block + j * P.sub;
