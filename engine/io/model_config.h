@@ -10,6 +10,7 @@
 // names the file and the field. Plain data; thread-compatible.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,6 +59,7 @@ struct ModelConfig {
   bool attention_bias = false;     // informative; the loader decides by tensors
   std::vector<int> layer_window;   // [num_layers]; 0 = full causal, else W
   std::optional<Llama3RopeScaling> rope_scaling;  // absent/null -> nullopt
+  std::vector<uint32_t> eos_token_ids;  // "eos_token_id": an id or a list; absent/null -> none
 
   // Query heads per KV head (GQA group size, §9).
   // REQUIRES: a parsed config (num_kv_heads > 0).
