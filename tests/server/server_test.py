@@ -974,10 +974,11 @@ class ConfigTest(unittest.TestCase):
         deadline = time.time() + 30
         while True:  # the coordinator rebuilds stage 1 on the spare
             h = requests.get(self.server.url + "/healthz", timeout=10)
-            served = [w["endpoint"] for w in h.json()["workers"]]
-            if self.endpoints[3] in served or time.time() > deadline:
+            stage = h.json()["workers"][1]
+            if stage["endpoint"] == self.endpoints[3] and stage["status"] == "ok":
                 break
-            time.sleep(0.2)
+            self.assertLess(time.time(), deadline, h.text)
+            time.sleep(0.1)
         self.assertEqual(h.status_code, 200, h.text)
         h = h.json()
         self.assertEqual(h["status"], "ok")
