@@ -1,5 +1,7 @@
 #include "base/sha256.h"
 
+#include "base/read_only_file.h"
+
 // The chain stream uses OpenSSL's low-level SHA256_CTX because its state
 // can be read and written (EVP cannot export a midstate); OpenSSL 3 marks
 // these functions deprecated, not removed.
@@ -10,7 +12,6 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
-#include <fstream>
 #include <vector>
 
 namespace lockstep {
@@ -122,17 +123,8 @@ Digest Sha256(std::span<const uint8_t> bytes) {
 }
 
 Result<Digest> Sha256File(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError(path + ": cannot open (" + std::strerror(errno) + ")");
-  Sha256Stream s;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const auto got = static_cast<size_t>(in.gcount());
-    s.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf.data()), got));
-  }
-  if (in.bad()) return IoError(path + ": read failed");
-  return s.Finalize();
+  LOCKSTEP_ASSIGN_OR_RETURN(ReadOnlyFile f, ReadOnlyFile::Open(path));
+  return f.Sha256();
 }
 
 std::string ToHex(const Digest& d) {

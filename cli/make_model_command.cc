@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "base/read_only_file.h"
 #include "cli/exit_status.h"
 #include "engine/io/model_config.h"
 #include "engine/tokenizer/synthetic_tokenizer.h"
@@ -27,7 +28,7 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
 
 // Copies the bytes only (not the source's permission bits).
 Status CopyFile(const std::string& from, const std::string& to) {
-  LOCKSTEP_ASSIGN_OR_RETURN(std::string text, ReadTextFile(from));
+  LOCKSTEP_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(from, uint64_t{1} << 30, "a file to copy"));
   return WriteTextFile(to, text);
 }
 

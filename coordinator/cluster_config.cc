@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include <filesystem>
 
 #include "base/json.h"
+#include "base/read_only_file.h"
 #include "keys/identity.h"
 #include "wire/endpoint.h"
 
@@ -183,12 +182,13 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   return c;
 }
 
+// A cluster config lists endpoints and keys: a few KB.
+constexpr uint64_t kMaxClusterConfigBytes = 16ull << 20;
+
 Result<ClusterConfig> LoadClusterConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFoundError(path + ": cannot open the cluster config");
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseClusterConfig(text.str(), path, std::filesystem::path(path).parent_path().string());
+  LOCKSTEP_ASSIGN_OR_RETURN(const std::string text,
+                            ReadSmallFile(path, kMaxClusterConfigBytes, "a cluster config"));
+  return ParseClusterConfig(text, path, std::filesystem::path(path).parent_path().string());
 }
 
 Result<std::vector<LayerRange>> ParsePlanText(const std::string& text) {

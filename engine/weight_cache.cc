@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "engine/io/atomic_file.h"
-#include "engine/io/read_only_file.h"
+#include "base/read_only_file.h"
 #include "engine/ops/huge_pages.h"
 
 namespace lockstep {

@@ -1,12 +1,10 @@
 #include "receipt/receipt.h"
 
-#include <sys/stat.h>
 
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "base/json.h"
+#include "base/read_only_file.h"
 #include "receipt/trace.h"
 
 namespace lockstep::receipt {
@@ -305,18 +303,9 @@ Result<ParsedReceipt> ParseReceipt(const json& j) {
 }
 
 Result<json> ReadReceiptFile(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return NotFoundError(path + ": receipt file not found");
-  if (!S_ISREG(st.st_mode)) return InvalidError(path + ": is not a regular file");
-  if (static_cast<uint64_t>(st.st_size) > kMaxReceiptBytes) {
-    return InvalidError(path + ": " + std::to_string(st.st_size) + " bytes exceeds the receipt size limit of " +
-                        std::to_string(kMaxReceiptBytes));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  LOCKSTEP_ASSIGN_OR_RETURN(json j, ParseJsonStrict(ss.str(), path, ErrorKind::kInvalid));
+  LOCKSTEP_ASSIGN_OR_RETURN(const std::string text,
+                            ReadSmallFile(path, kMaxReceiptBytes, "a receipt"));
+  LOCKSTEP_ASSIGN_OR_RETURN(json j, ParseJsonStrict(text, path, ErrorKind::kInvalid));
   if (!j.is_object()) return InvalidError(path + ": not a JSON object");
   return j;
 }

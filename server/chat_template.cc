@@ -1,9 +1,8 @@
 #include "server/chat_template.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "base/json.h"
+#include "base/read_only_file.h"
 
 namespace lockstep::server {
 namespace {
@@ -75,13 +74,17 @@ Result<ChatTemplate> ChatTemplate::FromJinja(const std::string& jinja) {
   return UnimplementedError("chat template not supported (only ChatML is built in): " + shown);
 }
 
+// tokenizer_config.json files of real models are tens of KB (templates included).
+constexpr uint64_t kMaxTokenizerConfigBytes = 16ull << 20;
+
 Result<ChatTemplate> ChatTemplate::FromModelDir(const std::string& dir) {
   const std::string path = dir + "/tokenizer_config.json";
-  std::ifstream in(path);
-  if (!in) return NotFoundError(path + " is absent, so the model has no chat template");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  LOCKSTEP_ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonStrict(ss.str(), path, ErrorKind::kInvalid));
+  Result<std::string> text = ReadSmallFile(path, kMaxTokenizerConfigBytes, "tokenizer_config.json");
+  if (text.status().kind() == ErrorKind::kNotFound) {
+    return NotFoundError(path + " is absent, so the model has no chat template");
+  }
+  LOCKSTEP_RETURN_IF_ERROR(text.status());
+  LOCKSTEP_ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonStrict(*text, path, ErrorKind::kInvalid));
   if (!j.is_object()) return InvalidError(path + " is not a JSON object");
   if (!j.contains("chat_template") || !j["chat_template"].is_string()) {
     return NotFoundError(path + " has no \"chat_template\" string");

@@ -1,11 +1,11 @@
 #include "engine/io/model_config.h"
 
+#include "base/read_only_file.h"
+
 #include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "base/json.h"
 #include "engine/io/sliding_window.h"
@@ -194,21 +194,8 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text,
   return c;
 }
 
-Result<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
-    std::string msg = path + ": cannot open: " + std::strerror(err);
-    return err == ENOENT ? NotFoundError(msg) : IoError(msg);
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return IoError(path + ": read failed");
-  return text.str();
-}
-
 Result<ModelConfig> LoadModelConfig(const std::string& path) {
-  LOCKSTEP_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  LOCKSTEP_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxConfigJsonBytes, "config.json"));
   return ParseModelConfig(text, path);
 }
 

@@ -78,7 +78,7 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text,
 // Reads and parses the file; NotFound/Io name the path.
 Result<ModelConfig> LoadModelConfig(const std::string& path);
 
-// Reads a whole (small) file into a string; NotFound/Io name the path.
-Result<std::string> ReadTextFile(const std::string& path);
+// config.json is a few KB; a file past this is refused before it is read.
+inline constexpr uint64_t kMaxConfigJsonBytes = 64ull << 20;
 
 }  // namespace lockstep

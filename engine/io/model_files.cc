@@ -5,7 +5,7 @@
 
 #include "base/json.h"
 #include "engine/io/model_config.h"
-#include "engine/io/read_only_file.h"
+#include "base/read_only_file.h"
 
 namespace lockstep {
 namespace {
@@ -134,7 +134,7 @@ Result<ModelPins> ParseManifest(std::string_view json_text, const std::string& n
 }
 
 Result<ModelPins> LoadManifest(const std::string& path) {
-  LOCKSTEP_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  LOCKSTEP_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxConfigJsonBytes, "a manifest"));
   return ParseManifest(text, path);
 }
 

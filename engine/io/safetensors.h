@@ -25,7 +25,7 @@
 #include "base/status.h"
 #include "engine/io/dtype.h"
 #include "base/sha256.h"
-#include "engine/io/read_only_file.h"
+#include "base/read_only_file.h"
 
 namespace lockstep {
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "base/read_only_file.h"
 #include "engine/io/atomic_file.h"
 #include "engine/io/checkpoint.h"
 #include "engine/io/safetensors.h"
@@ -253,7 +254,7 @@ Status WriteSyntheticModel(const std::string& dir, const SyntheticShape& shape,
   std::string text = SyntheticConfigJson(shape);
   std::string source = dir + "/config.json";
   if (!config_override_path.empty()) {
-    LOCKSTEP_ASSIGN_OR_RETURN(text, ReadTextFile(config_override_path));
+    LOCKSTEP_ASSIGN_OR_RETURN(text, ReadSmallFile(config_override_path, kMaxConfigJsonBytes, "config.json"));
     source = config_override_path;
   }
   LOCKSTEP_ASSIGN_OR_RETURN(ModelConfig cfg, ParseModelConfig(text, source));

@@ -2,12 +2,12 @@
 
 #include <cassert>
 #include <filesystem>
-#include <fstream>
 
 #include <unicode/unistr.h>
 #include <unicode/utf16.h>
 #include <unicode/utf8.h>
 
+#include "base/read_only_file.h"
 #include "engine/tokenizer/added_tokens.h"
 #include "engine/tokenizer/bpe_model.h"
 #include "engine/tokenizer/byte_unicode.h"
@@ -228,20 +228,8 @@ Result<Tokenizer> Tokenizer::FromJson(std::string_view json_text, const std::str
 }
 
 Result<Tokenizer> Tokenizer::FromFile(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return NotFoundError(path + ": no such tokenizer file");
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return InvalidError(path + ": not a regular file");
-  }
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) return IoError(path + ": cannot read size: " + ec.message());
-  if (size > (uintmax_t{1} << 30)) return InvalidError(path + ": implausibly large (over 1 GiB)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError(path + ": cannot open");
-  std::string text(static_cast<size_t>(size), '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
-    return IoError(path + ": read failed");
-  }
+  LOCKSTEP_ASSIGN_OR_RETURN(const std::string text,
+                            ReadSmallFile(path, uint64_t{1} << 30, "a tokenizer file"));
   return FromJson(text, path);
 }
 

@@ -1,4 +1,4 @@
-#include "engine/io/read_only_file.h"
+#include "base/read_only_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -30,6 +30,19 @@ const char* KindOf(mode_t mode) {
 }
 
 }  // namespace
+
+Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes,
+                                  const std::string& what) {
+  LOCKSTEP_ASSIGN_OR_RETURN(ReadOnlyFile f, ReadOnlyFile::Open(path));
+  if (f.size() > max_bytes) {
+    return InvalidError(path + ": " + std::to_string(f.size()) + " bytes is over the limit of " +
+                        std::to_string(max_bytes) + " for " + what);
+  }
+  std::string text(static_cast<size_t>(f.size()), '\0');
+  LOCKSTEP_RETURN_IF_ERROR(
+      f.ReadAt(0, std::span<uint8_t>(reinterpret_cast<uint8_t*>(text.data()), text.size()), what));
+  return text;
+}
 
 std::string DescribePathKind(const std::string& path) {
   struct stat st;

@@ -61,6 +61,13 @@ class ReadOnlyFile {
   int64_t mtime_nsec_ = 0;
 };
 
+// The whole of a small file an operator names (a config, a tokenizer file,
+// a receipt, a chat template): opened as ReadOnlyFile::Open does (so a FIFO
+// or device in its place is refused, never waited on), Invalid naming the
+// path and `what` when it holds more than max_bytes, then read whole.
+Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes,
+                                  const std::string& what);
+
 // What a path is, for error messages: "a directory", "a FIFO", "a socket",
 // "a character device", "a block device", "a symbolic link", "missing",
 // "a regular file".
