@@ -42,8 +42,8 @@ bool ToRequest(const nlohmann::json& c, DecodeRequest* req, std::optional<int>* 
   return true;
 }
 
-// vectors.json (CIS-2) and extension-vectors.json (EXTENSIONS.md: Llama-3
-// rope_scaling).
+// vectors.json (CIS-2) and extension-vectors.json (EXTENSIONS.md: E1
+// Llama-3 rope_scaling, E2 GGUF, E3 Qwen3, E4 Qwen3-MoE).
 TEST(StageEquality, ConformanceVectorsOnEveryVariant) {
   const std::string path = ConformanceDir("vectors.json");
   if (!std::filesystem::exists(path)) LOCKSTEP_FIXTURE_ABSENT() << "conformance fixtures absent";
@@ -59,7 +59,10 @@ TEST(StageEquality, ConformanceVectorsOnEveryVariant) {
     std::optional<int> window;
     if (!ToRequest(c, &req, &window)) continue;
     auto model = OpenModelDir(ConformanceDir(c["model"]), ModelPins{});
-    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    if (!model.ok()) {  // one case failing leaves the others checked
+      ADD_FAILURE() << c["name"] << ": " << model.status().ToString();
+      continue;
+    }
     EXPECT_EQ(ToHex(model->inv_freq_table_digest), c["expect"]["inv_freq_table_digest"]) << c["name"];
     for (const Variant& v : AllVariants()) {
       SCOPED_TRACE(c["name"].get<std::string>() + " " + v.Name());
