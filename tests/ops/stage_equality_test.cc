@@ -144,6 +144,48 @@ TEST_F(SyntheticModel, BatchedSessionsEqualSoloRuns) {
   for (const Variant& v : AllVariants()) CheckBatchedEqualsSolo(*model, v);
 }
 
+// A Qwen3-MoE model with odd sizes (8 experts, top 3, head_dim not
+// hidden / heads, an untied head): every variant gives the same logits,
+// and batched sessions, whose rows choose different experts, their solo
+// runs.
+class SyntheticMoe : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(::testing::TempDir() + "/lockstep_ops_synth_moe");
+    SyntheticShape s;
+    s.hidden = 80, s.layers = 2, s.heads = 5, s.kv_heads = 1, s.head_dim = 18, s.vocab = 301;
+    s.untied = true, s.experts = 8, s.top_k = 3, s.moe_inter = 72;
+    ASSERT_TRUE(WriteSyntheticModel(*dir_, s, 23, "").ok());
+  }
+  static std::string* dir_;
+};
+std::string* SyntheticMoe::dir_ = nullptr;
+
+TEST_F(SyntheticMoe, EveryVariantGivesTheSameLogits) {
+  auto model = OpenModelDir(*dir_, ModelPins{});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const std::vector<uint32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5};
+  const std::vector<float> want = DecodeLogits(*Load(*model, Variant{}).stage, prompt, 12);
+  for (const Variant& v : AllVariants()) {
+    const std::vector<float> got = DecodeLogits(*Load(*model, v).stage, prompt, 12);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << v.Name();
+  }
+}
+
+TEST_F(SyntheticMoe, BatchedSessionsEqualSoloRuns) {
+  auto model = OpenModelDir(*dir_, ModelPins{});
+  ASSERT_TRUE(model.ok());
+  for (const Variant& v : AllVariants()) CheckBatchedEqualsSolo(*model, v);
+}
+
+TEST(StageEquality, BatchedEqualsSoloOnTinyQwen3Moe) {
+  if (!std::filesystem::exists(ConformanceDir("tiny-qwen3-moe"))) LOCKSTEP_FIXTURE_ABSENT();
+  auto model = OpenModelDir(ConformanceDir("tiny-qwen3-moe"), ModelPins{});
+  ASSERT_TRUE(model.ok());
+  CheckBatchedEqualsSolo(*model, Variant{ops::AvailableIsas().back(), 2, WeightFormat::kPackedBf16});
+}
+
 TEST(StageEquality, BatchedEqualsSoloOnTinyLlama) {
   if (!std::filesystem::exists(ConformanceDir("tiny-llama"))) LOCKSTEP_FIXTURE_ABSENT();
   auto model = OpenModelDir(ConformanceDir("tiny-llama"), ModelPins{});
