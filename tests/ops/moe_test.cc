@@ -122,5 +122,35 @@ TEST(MoeRouting, ATieLeavesTheHigherExpertUnread) {
   }
 }
 
+// A config built by another reader (GGUF) goes through the same checks as
+// config.json: hostile E4 values are Invalid naming the field.
+TEST(MoeConfig, CheckSupportedNamesTheField) {
+  ModelConfig good;
+  good.hidden_size = 64, good.num_layers = 2, good.num_heads = 4, good.num_kv_heads = 2;
+  good.head_dim = 16, good.vocab_size = 100, good.qk_norm = true;
+  good.moe = MoeConfig{8, 2, 32, true};
+  ASSERT_TRUE(CheckSupported(good).ok()) << CheckSupported(good).ToString();
+  struct Case {
+    const char* field;
+    std::function<void(ModelConfig&)> edit;
+  };
+  const Case cases[] = {
+      {"num_experts_per_tok", [](ModelConfig& c) { c.moe.experts_per_tok = 9; }},
+      {"num_experts_per_tok", [](ModelConfig& c) { c.moe.experts_per_tok = 0; }},
+      {"num_experts", [](ModelConfig& c) { c.moe.num_experts = 1 << 20; }},
+      {"num_experts", [](ModelConfig& c) { c.num_layers = 4000, c.moe.num_experts = 1000; }},
+      {"moe_intermediate_size", [](ModelConfig& c) { c.moe.intermediate_size = 0; }},
+      {"intermediate_size", [](ModelConfig& c) { c.moe.num_experts = 0; }},  // dense, no MLP
+      {"head_dim", [](ModelConfig& c) { c.head_dim = 2048; }},
+  };
+  for (const Case& c : cases) {
+    ModelConfig bad = good;
+    c.edit(bad);
+    const Status st = CheckSupported(bad);
+    EXPECT_FALSE(st.ok()) << c.field;
+    EXPECT_NE(st.message().find(std::string(c.field) + " "), std::string::npos) << st.message();
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::testing
