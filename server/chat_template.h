@@ -6,6 +6,9 @@
 //   <|im_start|>ROLE\nCONTENT<|im_end|>\n   for every message
 //   <|im_start|>assistant\n                 (the generation prompt)
 // Any other template is refused with an error naming it, never guessed.
+// Messages are text: a role or content that the tokenizer would turn into
+// a special token (ChatML's <|im_start|>, which opens a turn, among them)
+// is refused by CheckMessages, so no content can forge a system turn.
 // Immutable after load; thread-safe.
 #pragma once
 
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace lockstep::server {
 
@@ -28,6 +32,9 @@ class ChatTemplate {
   static Result<ChatTemplate> FromJinja(const std::string& jinja);
   // Reads DIR/tokenizer_config.json; NotFound if absent or without a template.
   static Result<ChatTemplate> FromModelDir(const std::string& dir);
+
+  // Invalid naming the message and the special token it holds.
+  static Status CheckMessages(const std::vector<ChatMessage>& messages, const Tokenizer& tokenizer);
 
   std::string Render(const std::vector<ChatMessage>& messages) const;
   const std::string& name() const { return name_; }

@@ -1,10 +1,6 @@
 #include "server/serve.h"
 
-#include <fstream>
 #include <iostream>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "base/limits.h"
 #include "coordinator/coordinator.h"
@@ -15,24 +11,6 @@
 
 namespace lockstep::server {
 namespace {
-
-// eos_token_id of config.json (an id or a list of ids); none if absent.
-std::vector<uint32_t> ReadEos(const std::string& config_path) {
-  std::ifstream in(config_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  std::vector<uint32_t> eos;
-  if (!j.is_object() || !j.contains("eos_token_id")) return eos;
-  const nlohmann::json& e = j["eos_token_id"];
-  if (e.is_number_unsigned()) eos.push_back(e.get<uint32_t>());
-  if (e.is_array()) {
-    for (const auto& v : e) {
-      if (v.is_number_unsigned()) eos.push_back(v.get<uint32_t>());
-    }
-  }
-  return eos;
-}
 
 std::string BaseName(std::string dir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
@@ -63,7 +41,7 @@ Status Serve(const ServeOptions& o, const lockstep::ModelInfo& model, SchedulerB
   ctx.model.max_prompt_tokens = limits.max_prompt_tokens;
   ctx.model.tokenizer = tokenizer ? &*tokenizer : nullptr;
   ctx.model.chat = chat.ok() ? &*chat : nullptr;
-  ctx.eos = ReadEos(model.files.config_path);
+  ctx.eos = model.config.eos_token_ids;
   ctx.seed = model.Seed();
   ctx.plan = std::move(plan);
   ctx.stages = std::move(stages);

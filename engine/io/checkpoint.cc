@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "engine/io/json_util.h"
+#include "base/json.h"
 
 namespace lockstep {
 namespace {

@@ -11,6 +11,7 @@
 // names the file and the field. Plain data; thread-compatible.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,6 +74,7 @@ struct ModelConfig {
   bool attention_bias = false;     // informative; the loader decides by tensors
   std::vector<int> layer_window;   // [num_layers]; 0 = full causal, else W
   std::optional<Llama3RopeScaling> rope_scaling;  // absent/null -> nullopt
+  std::vector<uint32_t> eos_token_ids;  // "eos_token_id": an id or a list; absent/null -> none
   bool qk_norm = false;            // E3: per-head RMSNorm of q and k (qwen3, qwen3_moe)
   MoeConfig moe;                   // E4 (qwen3_moe); num_experts 0 otherwise
 
