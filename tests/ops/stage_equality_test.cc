@@ -68,7 +68,9 @@ TEST(StageEquality, ConformanceVectorsOnEveryVariant) {
       SCOPED_TRACE(c["name"].get<std::string>() + " " + v.Name());
       Loaded l = Load(*model, v);
       LocalBackend backend(*l.stage);
-      if (window) ASSERT_TRUE(backend.SetWindow(*window).ok());
+      if (window) {
+        ASSERT_TRUE(backend.SetWindow(*window).ok());
+      }
       auto r = RunDecode(backend, req, model->Seed());
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       EXPECT_EQ(ToHex(r->cis2_ref), c["expect"]["cis2_ref"]);
