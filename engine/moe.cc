@@ -88,6 +88,51 @@ size_t ActiveOf(const MoeScratch& m, size_t* u) {
   return a;
 }
 
+// Every active expert's gate and up over its rows, then silu(gate) * up
+// (§10), in one pass of work items; then its down_proj likewise, into
+// m.out. Each work item is a run of one expert's panels for all its rows.
+void RunExperts(const ops::Kernels& kernels, ops::ThreadPool* pool, const LayerWeights& w,
+                size_t n, size_t h, size_t inter, MoeScratch& m) {
+  ForEachUnit(pool, n, CountUnits(m, w, &ExpertWeights::gate_proj), [&](size_t u) {
+    const size_t e = m.active[ActiveOf(m, &u)], r0 = m.first[e], rows = m.first[e + 1] - r0;
+    const ops::PackedMatrix& g = w.experts[e].gate_proj.packed;
+    const size_t p0 = UnitBegin(u), p1 = UnitEnd(g, u);
+    float* gate = m.gate.data() + r0 * inter;
+    float* up = m.up.data() + r0 * inter;
+    kernels.matmul_packed(g, p0, p1, m.x.data() + r0 * h, rows, gate, inter);
+    kernels.matmul_packed(w.experts[e].up_proj.packed, p0, p1, m.x.data() + r0 * h, rows, up,
+                          inter);
+    const size_t i0 = p0 * ops::kPanelRows, i1 = std::min(p1 * ops::kPanelRows, inter);
+    for (size_t r = 0; r < rows; ++r) {
+      kernels.silu_mul(gate + r * inter + i0, up + r * inter + i0, i1 - i0, gate + r * inter + i0);
+    }
+  });
+  ForEachUnit(pool, n, CountUnits(m, w, &ExpertWeights::down_proj), [&](size_t u) {
+    const size_t e = m.active[ActiveOf(m, &u)], r0 = m.first[e], rows = m.first[e + 1] - r0;
+    const ops::PackedMatrix& d = w.experts[e].down_proj.packed;
+    kernels.matmul_packed(d, UnitBegin(u), UnitEnd(d, u), m.gate.data() + r0 * inter, rows,
+                          m.out.data() + r0 * h, h);
+  });
+}
+
+// Row t's y = +0 + w * out over its experts in ascending index (a separate
+// mul and add each), then the §5.4 residual into hidden.
+void Combine(ops::ThreadPool* pool, size_t n, size_t k, size_t h, MoeScratch& m, float* hidden) {
+  ForEachRow(pool, n, [&](size_t t) {
+    float* y = m.y.data() + t * h;
+    std::fill(y, y + h, 0.0f);
+    for (size_t j = 0; j < k; ++j) {
+      const float wj = m.weight[t * k + j];
+      const float* o = m.out.data() + m.slot[t * k + j] * h;
+      for (size_t i = 0; i < h; ++i) {
+        const float part = wj * o[i];
+        y[i] = y[i] + part;
+      }
+    }
+    ops::AddInPlace(hidden + t * h, y, h);
+  });
+}
+
 }  // namespace
 
 // E4 over n rows whose post_attention_layernorm output is in s.normed.
@@ -95,7 +140,7 @@ void Stage::Moe(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
   const MoeConfig& c = config_.moe;
   const size_t experts = static_cast<size_t>(c.num_experts);
   const size_t k = static_cast<size_t>(c.experts_per_tok);
-  const size_t h = this->hidden(), inter = static_cast<size_t>(c.intermediate_size);
+  const size_t h = this->hidden();
   MoeScratch& m = s.moe;
   MatMul({{&w.router.packed, s.normed.data(), m.probs.data()}}, n);  // router logits, §5.2
   ForEachRow(pool_, n, [&](size_t t) {
@@ -110,43 +155,8 @@ void Stage::Moe(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
       std::memcpy(m.x.data() + m.slot[t * k + j] * h, s.normed.data() + t * h, h * sizeof(float));
     }
   });
-  // Every active expert's gate and up over its rows, then silu(gate) * up
-  // (§10), in one pass of work items; then its down_proj likewise.
-  const size_t up_units = CountUnits(m, w, &ExpertWeights::gate_proj);
-  ForEachUnit(pool_, n, up_units, [&](size_t u) {
-    const size_t e = m.active[ActiveOf(m, &u)], r0 = m.first[e], rows = m.first[e + 1] - r0;
-    const ops::PackedMatrix& g = w.experts[e].gate_proj.packed;
-    const size_t p0 = UnitBegin(u), p1 = UnitEnd(g, u);
-    float* gate = m.gate.data() + r0 * inter;
-    float* up = m.up.data() + r0 * inter;
-    kernels_.matmul_packed(g, p0, p1, m.x.data() + r0 * h, rows, gate, inter);
-    kernels_.matmul_packed(w.experts[e].up_proj.packed, p0, p1, m.x.data() + r0 * h, rows, up,
-                           inter);
-    const size_t i0 = p0 * ops::kPanelRows, i1 = std::min(p1 * ops::kPanelRows, inter);
-    for (size_t r = 0; r < rows; ++r) {
-      kernels_.silu_mul(gate + r * inter + i0, up + r * inter + i0, i1 - i0, gate + r * inter + i0);
-    }
-  });
-  const size_t down_units = CountUnits(m, w, &ExpertWeights::down_proj);
-  ForEachUnit(pool_, n, down_units, [&](size_t u) {
-    const size_t e = m.active[ActiveOf(m, &u)], r0 = m.first[e], rows = m.first[e + 1] - r0;
-    const ops::PackedMatrix& d = w.experts[e].down_proj.packed;
-    kernels_.matmul_packed(d, UnitBegin(u), UnitEnd(d, u), m.gate.data() + r0 * inter, rows,
-                           m.out.data() + r0 * h, h);
-  });
-  ForEachRow(pool_, n, [&](size_t t) {  // y from +0, experts ascending; then §5.4
-    float* y = m.y.data() + t * h;
-    std::fill(y, y + h, 0.0f);
-    for (size_t j = 0; j < k; ++j) {
-      const float wj = m.weight[t * k + j];
-      const float* o = m.out.data() + m.slot[t * k + j] * h;
-      for (size_t i = 0; i < h; ++i) {
-        const float part = wj * o[i];
-        y[i] = y[i] + part;
-      }
-    }
-    ops::AddInPlace(hidden + t * h, y, h);
-  });
+  RunExperts(kernels_, pool_, w, n, h, static_cast<size_t>(c.intermediate_size), m);
+  Combine(pool_, n, k, h, m, hidden);
 }
 
 }  // namespace lockstep
