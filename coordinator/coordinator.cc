@@ -74,6 +74,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
     for (const FileDigest& f : files) sent.push_back({f.file, f.sha256});
     c->workers_.push_back(WorkerInfo{k, config.workers[k], specs[k], {}, 0,
                                      k < config.worker_keys.size() ? config.worker_keys[k] : ""});
+    c->stages_.push_back(StageState{config.workers[k], specs[k].lo, specs[k].hi, {}, {}});
     c->endpoints_.push_back(config.workers[k]);
     c->keys_.push_back(k < config.worker_keys.size() ? config.worker_keys[k] : "");
   }
@@ -112,6 +113,11 @@ WireStats Coordinator::stats() const {
   return stats_;
 }
 
+std::vector<StageState> Coordinator::stages() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stages_;
+}
+
 std::vector<StageReport> Coordinator::stage_reports() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<StageReport> out = reports_;
@@ -131,7 +137,7 @@ Result<Coordinator::Link> Coordinator::MakeLink(const std::string& endpoint,
   LOCKSTEP_ASSIGN_OR_RETURN(wire::Client client,
                             wire::Client::Connect(context_, endpoint, identity_, transport));
   LOCKSTEP_ASSIGN_OR_RETURN(LinkMonitor monitor,
-                            LinkMonitor::Attach(context_, client.socket(), endpoint));
+                            LinkMonitor::Attach(context_, client.socket(), endpoint, key));
   const auto now = Clock::now();
   const wire::HeartbeatOptions hb{config_.heartbeat, config_.liveness};
   return Link{std::move(client), wire::PeerLiveness(hb, now), now, false, std::move(monitor), {}};

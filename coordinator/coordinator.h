@@ -84,6 +84,16 @@ struct WireStats {
   uint64_t frames_sent = 0, frames_received = 0;
 };
 
+// One stage as it is now (Coordinator::stages()): the worker serving it,
+// which after a recovery is the spare, whether it serves, and the workers
+// it was moved off (dead, or a spare that failed to take it), oldest first.
+struct StageState {
+  std::string endpoint;
+  int lo = 0, hi = 0;
+  Status status;  // Ok, or why it does not serve: dead, being rebuilt
+  std::vector<std::string> replaced;
+};
+
 // What a worker reported in its last heartbeat reply (zero until then):
 // its stage's time on steps and the bytes it sent to the next stage.
 struct StageReport {
@@ -114,8 +124,10 @@ class Coordinator {
   const ModelFiles& model_files() const { return model_.files; }
   const WitnessSeed& seed() const { return seed_; }
   // The stages as the handshake at Start saw them (a recovery does not
-  // change this list).
+  // change this list; stages() does).
   const std::vector<WorkerInfo>& workers() const { return workers_; }
+  // Every stage as it is now, in pipeline order (any thread).
+  std::vector<StageState> stages() const;
   std::string plan_text() const;
 
   // A new session. window: W for every layer, else the model's own windows.
@@ -258,6 +270,8 @@ class Coordinator {
   void AdvanceRecovery();
   void CheckRecoveryDeadline(std::chrono::steady_clock::time_point now);
   void Break(const Status& st);
+  // Publishes stage k's current worker (endpoints_[k]) and status to stages().
+  void SetStage(size_t k, const Status& st);
 
   zmq::context_t& context_;
   ClusterConfig config_;
@@ -294,13 +308,14 @@ class Coordinator {
   std::atomic<uint64_t> next_session_{1};
   std::atomic<uint64_t> epoch_{0};
 
-  mutable std::mutex mu_;  // guards broken_, recovering_, recoveries_, stats_ and reports_
+  mutable std::mutex mu_;  // guards broken_, recovering_, recoveries_, stats_, reports_, stages_
   mutable std::condition_variable recovered_;  // recovering_ cleared
   Status broken_;
   bool recovering_ = false;
   uint64_t recoveries_ = 0;
   WireStats stats_;
   std::vector<StageReport> reports_;
+  std::vector<StageState> stages_;
 };
 
 // A session on a Coordinator: a StepBackend whose Feed sends the tokens to

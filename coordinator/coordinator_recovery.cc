@@ -2,6 +2,7 @@
 // a spare worker. All of it runs on the I/O thread.
 #include <algorithm>
 #include <iostream>
+#include <utility>
 
 #include "coordinator/coordinator.h"
 
@@ -30,7 +31,15 @@ uint64_t Coordinator::recoveries() const {
   return recoveries_;
 }
 
+void Coordinator::SetStage(size_t k, const Status& st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  StageState& s = stages_[k];
+  if (s.endpoint != endpoints_[k]) s.replaced.push_back(std::exchange(s.endpoint, endpoints_[k]));
+  s.status = st;
+}
+
 void Coordinator::Break(const Status& st) {
+  if (recovery_) SetStage(recovery_->stage, st);
   {
     std::lock_guard<std::mutex> lock(mu_);
     broken_ = st;
@@ -44,6 +53,7 @@ void Coordinator::Break(const Status& st) {
 }
 
 void Coordinator::OnDead(size_t k, const Status& dead) {
+  SetStage(k, dead);
   if (recovery_) {
     // The spare itself died while loading: the next one. A neighbour that
     // dies while being re-wired cannot be waited for. Any other stage is
@@ -96,6 +106,8 @@ void Coordinator::TrySpare() {
     recovery_->phase = Recovery::Phase::kLoading;
     recovery_->awaiting = {k};
     recovery_->deadline = Clock::now() + config_.request_timeout;
+    SetStage(k, Status(recovery_->cause.kind(), "being rebuilt on the spare " + spare.endpoint +
+                                                    ": " + recovery_->cause.message()));
     Log("assigning layers [" + std::to_string(workers_[k].spec.lo) + "," +
         std::to_string(workers_[k].spec.hi) + ") to the spare " + spare.endpoint);
     if (SendTo(k, wire::MarshalMessage(MakeAssign(k))).ok()) return;
@@ -154,6 +166,7 @@ void Coordinator::AdvanceRecovery() {
     if (!recovery_->awaiting.empty()) return;
   }
   Log("stage " + std::to_string(k) + " rebuilt: " + Describe(k) + " serves it");
+  SetStage(k, Status::Ok());
   recovery_.reset();
   sticky_.clear();  // errors of sessions from before: each rebuilds under a new id
   for (const wire::Frame& f : deferred_) (void)SendTo(0, f);

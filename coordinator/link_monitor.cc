@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "wire/link_security.h"
+
 namespace lockstep {
 namespace {
 
@@ -11,11 +13,12 @@ std::atomic<uint64_t> g_next_monitor{0};
 }  // namespace
 
 Result<LinkMonitor> LinkMonitor::Attach(zmq::context_t& context, zmq::socket_ref socket,
-                                        const std::string& endpoint) {
+                                        const std::string& endpoint, const std::string& pinned) {
   const std::string address =
       "inproc://lockstep-link-monitor-" + std::to_string(g_next_monitor.fetch_add(1));
-  const int events =
-      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_DISCONNECTED;
+  const int events = ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                     ZMQ_EVENT_DISCONNECTED;
   if (zmq_socket_monitor(socket.handle(), address.c_str(), events) != 0) {
     return IoError("cannot monitor the link to " + endpoint + ": " + zmq_strerror(zmq_errno()));
   }
@@ -23,7 +26,7 @@ Result<LinkMonitor> LinkMonitor::Attach(zmq::context_t& context, zmq::socket_ref
     zmq::socket_t pair(context, zmq::socket_type::pair);
     pair.set(zmq::sockopt::linger, 0);
     pair.connect(address);
-    return LinkMonitor(std::move(pair), socket.handle());
+    return LinkMonitor(std::move(pair), socket.handle(), pinned);
   } catch (const zmq::error_t& e) {
     zmq_socket_monitor(socket.handle(), nullptr, 0);
     return IoError("cannot monitor the link to " + endpoint + ": " + e.what());
@@ -33,13 +36,17 @@ Result<LinkMonitor> LinkMonitor::Attach(zmq::context_t& context, zmq::socket_ref
 LinkMonitor::LinkMonitor(LinkMonitor&& other) noexcept
     : pair_(std::move(other.pair_)),
       monitored_(std::exchange(other.monitored_, nullptr)),
-      disconnected_(other.disconnected_) {}
+      pinned_(std::move(other.pinned_)),
+      disconnected_(other.disconnected_),
+      closed_handshakes_(other.closed_handshakes_) {}
 
 LinkMonitor& LinkMonitor::operator=(LinkMonitor&& other) noexcept {
   if (this != &other) {
     pair_ = std::move(other.pair_);
     monitored_ = std::exchange(other.monitored_, nullptr);
+    pinned_ = std::move(other.pinned_);
     disconnected_ = other.disconnected_;
+    closed_handshakes_ = other.closed_handshakes_;
   }
   return *this;
 }
@@ -63,6 +70,19 @@ Status LinkMonitor::Check() {
     if (event == ZMQ_EVENT_DISCONNECTED) {
       disconnected_ = true;
       continue;
+    }
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      closed_handshakes_ = 0;
+      continue;
+    }
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+      // Once may be a worker that exited mid-handshake; twice in a row is
+      // a worker that cannot read what was sealed for the pinned key.
+      if (++closed_handshakes_ < 2) continue;
+      return MismatchError(
+          "worker " + peer + " closed the connection in two CURVE handshakes in a row: its key is not "
+          "the key pinned for it" + (pinned_.empty() ? "" : " (" + wire::KeyLabel(pinned_) + ")") +
+          "; check that worker's public key in the config's worker_keys (or spares)");
     }
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       return InvalidError("worker " + peer + " refused this coordinator's key (authentication "

@@ -107,12 +107,21 @@ void Api::Handle(const std::string& method, const std::string& target, const std
     return Respond(200, "application/json", Dump({{"object", "list"}, {"data", json::array({m})}}), ex);
   }
   if (path == "/healthz" && get) {
-    // A dead worker breaks the whole pipeline: every stage reports it.
+    // Each stage as the coordinator sees it now (after a recovery: the
+    // spare, and the worker it replaced); a dead worker breaks the whole
+    // pipeline, so the status is then degraded.
     const Status cluster = ctx_.cluster ? ctx_.cluster->health() : Status::Ok();
+    std::vector<StageState> now;
+    if (ctx_.cluster) {
+      now = ctx_.cluster->stages();
+    } else {
+      for (const StageInfo& s : ctx_.stages) now.push_back(StageState{s.endpoint, s.lo, s.hi, {}, {}});
+    }
     json stages = json::array();
-    for (const StageInfo& s : ctx_.stages) {
-      json w = {{"endpoint", s.endpoint}, {"layers", {s.lo, s.hi}}, {"status", cluster.ok() ? "ok" : "failed"}};
-      if (!cluster.ok()) w["error"] = cluster.ToString();
+    for (const StageState& s : now) {
+      json w = {{"endpoint", s.endpoint}, {"layers", {s.lo, s.hi}}, {"status", s.status.ok() ? "ok" : "failed"}};
+      if (!s.status.ok()) w["error"] = s.status.ToString();
+      if (!s.replaced.empty()) w["replaced"] = s.replaced;
       stages.push_back(std::move(w));
     }
     const char* status = shutting_down_ ? "shutting_down" : cluster.ok() ? "ok" : "degraded";

@@ -32,7 +32,7 @@ struct ApiContext {
   std::vector<uint32_t> eos;
   WitnessSeed seed;
   std::string plan;               // "" for in-process (monolithic)
-  std::vector<StageInfo> stages;  // for /healthz
+  std::vector<StageInfo> stages;  // for /healthz, unless sharded (then cluster->stages())
   Scheduler* scheduler = nullptr;
   Metrics* metrics = nullptr;
   Coordinator* cluster = nullptr;  // set when serving sharded (its health)

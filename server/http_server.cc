@@ -4,6 +4,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <functional>
+#include <memory>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -144,9 +148,58 @@ void ServeConnection(DeadlineSocket socket, Api& api, const HttpOptions& o) {
   socket.socket().close(ignored);
 }
 
+// Refused connections whose input is being drained before they close.
+constexpr int kMaxLingering = 1024;
+constexpr auto kLinger = milliseconds(500);
+
+// Closes a refused connection without losing the answer already written:
+// closing a socket with unread input sends a reset, which makes the
+// client's kernel drop the 429 it has not read yet. So the write side is
+// shut (the client reads the answer, then EOF) and whatever the client
+// still sends is read and discarded, on the accepting thread's io_context,
+// until it closes or kLinger passes. Past kMaxLingering at once, closes at
+// once (a flood of refused connections costs no more than that).
+void CloseAfterDraining(tcp::socket socket, std::shared_ptr<std::atomic<int>> lingering) {
+  beast::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_send, ignored);
+  if (lingering->fetch_add(1) >= kMaxLingering) {
+    lingering->fetch_sub(1);
+    socket.close(ignored);
+    return;
+  }
+  struct Drain {
+    Drain(tcp::socket s, std::shared_ptr<std::atomic<int>> count)
+        : socket(std::move(s)), timer(socket.get_executor()), lingering(std::move(count)) {}
+    ~Drain() { lingering->fetch_sub(1); }
+    tcp::socket socket;
+    asio::steady_timer timer;
+    std::array<char, 1024> sink{};
+    std::shared_ptr<std::atomic<int>> lingering;
+  };
+  auto d = std::make_shared<Drain>(std::move(socket), std::move(lingering));
+  d->timer.expires_after(kLinger);
+  d->timer.async_wait([d](const beast::error_code&) {
+    beast::error_code ec;
+    d->socket.close(ec);
+  });
+  auto read = std::make_shared<std::function<void()>>();
+  *read = [d, read] {
+    d->socket.async_read_some(asio::buffer(d->sink), [d, read](const beast::error_code& ec, size_t) {
+      if (ec) {
+        d->timer.cancel();
+        *read = nullptr;  // ends the cycle read -> lambda -> read
+        return;
+      }
+      (*read)();
+    });
+  };
+  (*read)();
+}
+
 // Answers a connection the limits refused with 429 (one write that never
-// blocks the accepting thread) and closes it.
-void Refuse(tcp::socket socket, ConnectionLimits::Admit why, const HttpOptions& o, Api& api) {
+// blocks the accepting thread), then closes it by CloseAfterDraining.
+void Refuse(tcp::socket socket, ConnectionLimits::Admit why, const HttpOptions& o, Api& api,
+            std::shared_ptr<std::atomic<int>> lingering) {
   DeadlineSocket s(std::move(socket));
   s.expires_after(milliseconds(0));  // what the socket buffer takes now, nothing more
   SocketExchange ex(s, false, milliseconds(0));
@@ -161,8 +214,7 @@ void Refuse(tcp::socket socket, ConnectionLimits::Admit why, const HttpOptions& 
                         "max_connections"),
              ex);
   }
-  beast::error_code ignored;
-  s.socket().close(ignored);
+  CloseAfterDraining(std::move(s.socket()), std::move(lingering));
 }
 
 std::string ClientOf(const tcp::socket& s) {
@@ -202,6 +254,7 @@ Status ServeHttp(const HttpOptions& o, Api& api, const std::function<void(uint16
   ConnectionLimits limits(o.max_connections, std::min(o.max_connections_per_client, o.max_connections));
   std::mutex mu;
   std::set<int> fds;  // open connections, to end their reads at shutdown
+  auto lingering = std::make_shared<std::atomic<int>>(0);  // refused, draining
   asio::signal_set signals(io, SIGTERM, SIGINT);
   bool stopping = false;
   signals.async_wait([&](const beast::error_code&, int) {
@@ -219,7 +272,7 @@ Status ServeHttp(const HttpOptions& o, Api& api, const std::function<void(uint16
       const std::string client = ClientOf(socket);
       const ConnectionLimits::Admit admit = limits.TryOpen(client);
       if (admit != ConnectionLimits::Admit::kYes) {
-        Refuse(std::move(socket), admit, o, api);
+        Refuse(std::move(socket), admit, o, api, lingering);
         accept();
         return;
       }

@@ -7,6 +7,7 @@
 #include "base/step_timeline.h"
 #include "engine/ops/fp_env.h"
 #include "wire/endpoint.h"
+#include "wire/self_endpoint.h"
 
 namespace lockstep {
 namespace {
@@ -39,7 +40,8 @@ Worker::Worker(zmq::context_t& context, WorkerOptions options, wire::Server serv
     : context_(context),
       options_(std::move(options)),
       server_(std::move(server)),
-      endpoint_(server_.endpoint()) {}
+      endpoint_(server_.endpoint()),
+      policy_(options_.orphan_after) {}
 
 Worker::~Worker() {
   if (compute_.joinable()) {
@@ -291,89 +293,73 @@ void Worker::RunInline(Compute& io) {
 // Paranoid Pirate from the worker's side: a silent coordinator is dead and
 // its sessions would otherwise be held forever.
 void Worker::CheckCoordinator() {
-  if (coordinator_peer_.empty() || orphaned_) return;
-  if (std::chrono::steady_clock::now() - coordinator_heard_ < options_.orphan_after) return;
-  orphaned_ = true;
+  if (!policy_.TakeOrphaned(std::chrono::steady_clock::now())) return;
+  open_sessions_.clear();
   Enqueue(Work{Work::Kind::kDropSessions, {}, 0, {}});
 }
 
-Worker::Role Worker::RoleOf(const wire::Incoming& in) const {
-  if (!coordinator_peer_.empty() && in.peer == coordinator_peer_ && in.peer_key == coordinator_key_) {
-    return Role::kHolder;
+Status Worker::AdmitAssign(const wire::Incoming& in, const wire::Assign& a) {
+  // Whoever may not hold the worker learns that, and nothing about the rest.
+  const PeerId peer{in.peer, in.peer_key};
+  const auto now = std::chrono::steady_clock::now();
+  const bool connected = policy_.MustProbeHolder(peer, now) && HolderConnected();
+  LOCKSTEP_RETURN_IF_ERROR(policy_.AdmitAssign(peer, connected, now));
+  if (a.layer_lo >= a.layer_hi) {
+    return InvalidError("assignment refused: empty layer range [" + std::to_string(a.layer_lo) +
+                        "," + std::to_string(a.layer_hi) + ")");
   }
-  if (options_.transport.security.insecure) {
-    // Plaintext cannot authenticate: every other peer may be the upstream.
-    return coordinator_peer_.empty() ? Role::kStranger : Role::kUpstream;
+  if (a.is_last != a.next_hop.empty()) {
+    return InvalidError("assignment refused: the last stage has no next hop and every other "
+                        "stage has one");
   }
-  if (!upstream_key_.empty() && in.peer_key == upstream_key_) return Role::kUpstream;
-  if (!ring_upstream_key_.empty() && in.peer_key == ring_upstream_key_) return Role::kRing;
-  // inproc links carry no keys: in-process stages are trusted as upstream.
-  if (in.peer_key.empty() && !coordinator_peer_.empty()) return Role::kUpstream;
-  return Role::kStranger;
+  if (!a.next_hop.empty() && wire::ReachesListener(a.next_hop, endpoint_)) {
+    return InvalidError("assignment refused: its next hop " + a.next_hop +
+                        " is this worker itself (a forwarding loop)");
+  }
+  const bool self = !a.ring_hop.empty() && wire::ReachesListener(a.ring_hop, endpoint_);
+  if (!a.ring_hop.empty() && (!a.is_last || a.is_first || self)) {
+    return InvalidError("assignment refused: only the last of two or more stages relays to "
+                        "the first (ring hop " + a.ring_hop + ")");
+  }
+  // Links are checked now, not when first used: a refused Assign gets its
+  // error and nothing else (no Hello, no AssignAck).
+  if (!a.next_hop.empty()) {
+    LOCKSTEP_RETURN_IF_ERROR(
+        CheckLink(a.next_hop, a.next_hop_key, "next stage").WithContext("assignment refused"));
+  }
+  if (!a.ring_hop.empty()) {
+    return CheckLink(a.ring_hop, a.ring_hop_key, "first stage").WithContext("assignment refused");
+  }
+  return Status::Ok();
 }
 
-Status Worker::Admit(const wire::Incoming& in, Role role, const wire::Message& m) {
-  const std::string what = std::string(wire::MessageName(m));
-  if (auto* a = std::get_if<wire::Assign>(&m)) {
-    if (a->layer_lo >= a->layer_hi) {
-      return InvalidError("assignment refused: empty layer range [" + std::to_string(a->layer_lo) +
-                          "," + std::to_string(a->layer_hi) + ")");
-    }
-    if (a->is_last != a->next_hop.empty()) {
-      return InvalidError("assignment refused: the last stage has no next hop and every other "
-                          "stage has one");
-    }
-    if (!a->next_hop.empty() && (a->next_hop == endpoint_ || a->next_hop == options_.listen)) {
-      return InvalidError("assignment refused: its next hop " + a->next_hop +
-                          " is this worker itself (a forwarding loop)");
-    }
-    const bool self = a->ring_hop == endpoint_ || a->ring_hop == options_.listen;
-    if (!a->ring_hop.empty() && (!a->is_last || a->is_first || self)) {
-      return InvalidError("assignment refused: only the last of two or more stages relays to "
-                          "the first (ring hop " + a->ring_hop + ")");
-    }
-    if (coordinator_peer_.empty() || orphaned_ || in.peer == coordinator_peer_) return Status::Ok();
-    if (!coordinator_key_.empty() && in.peer_key == coordinator_key_) return Status::Ok();
-    return Status(ErrorKind::kOverloaded,
-                  "busy: this worker serves the coordinator '" + coordinator_peer_ + "'" +
-                      (coordinator_key_.empty() ? "" : " (key " + wire::KeyLabel(coordinator_key_) + ")") +
-                      "; refusing another coordinator's assignment");
-  }
-  if (role == Role::kStranger || (std::holds_alternative<wire::Shutdown>(m) && role != Role::kHolder)) {
-    return InvalidError("refused " + what + " from peer '" + in.peer +
-                        "': only the coordinator holding this worker" +
-                        (std::holds_alternative<wire::Shutdown>(m) ? "" : " or its upstream stage") +
-                        " may send it");
-  }
-  if (std::holds_alternative<wire::HiddenFrame>(m) && role != Role::kUpstream) {
-    return InvalidError("refused hidden frame from peer '" + in.peer +
-                        "': only the upstream stage sends them");
-  }
-  const auto* t = std::get_if<wire::TokenInput>(&m);
-  if (role == Role::kRing && (t == nullptr || !t->relayed)) {
-    return InvalidError("refused " + what + " from the last stage: it sends the first stage "
-                        "only relayed steps");
-  }
-  if (t != nullptr && t->relayed && role == Role::kHolder) {
-    return InvalidError("refused a relayed step from the coordinator: only the last stage "
-                        "relays steps");
-  }
-  if (t != nullptr && !t->relayed && role != Role::kHolder) {
-    return InvalidError("refused " + what + " from peer '" + in.peer +
-                        "': only the coordinator holding this worker sends token inputs");
-  }
+bool Worker::HolderConnected() {
+  // ROUTER_MANDATORY: a frame to a connection that closed is refused at
+  // once (Disconnected); a full queue (Timeout) is a live holder too.
+  const wire::Heartbeat probe{0, options_.name, compute_nanos_.load(), bytes_to_next_};
+  return server_.Send(policy_.holder_id(), wire::MarshalMessage(probe)).kind() !=
+         ErrorKind::kDisconnected;
+}
+
+Status Worker::Admit(const wire::Incoming& in, PeerRole role, const wire::Message& m) {
+  if (auto* a = std::get_if<wire::Assign>(&m)) return AdmitAssign(in, *a);
+  LOCKSTEP_RETURN_IF_ERROR(policy_.Admit(PeerId{in.peer, in.peer_key}, role, m));
   const Limits& l = options_.limits;
+  const auto* t = std::get_if<wire::TokenInput>(&m);
   if (t != nullptr) {
     return CheckLimit(ErrorKind::kInvalid, "max_prompt_tokens",
                       "session " + std::to_string(t->session_id) + " step " + std::to_string(t->step),
                       t->token_ids.size(), l.max_prompt_tokens);
   }
-  if (std::holds_alternative<wire::SessionOpen>(m) || std::holds_alternative<wire::Fork>(m)) {
+  bool has = false;
+  const uint64_t id = StageHost::SessionOf(m, &has);
+  if ((std::holds_alternative<wire::SessionOpen>(m) || std::holds_alternative<wire::Fork>(m)) &&
+      !open_sessions_.count(id)) {
     const uint64_t limit = std::min<uint64_t>(l.sessions_per_worker, l.sessions_per_coordinator);
     return CheckLimit(ErrorKind::kOverloaded,
                       l.sessions_per_worker <= l.sessions_per_coordinator ? "sessions_per_worker"
                                                                           : "sessions_per_coordinator",
-                      "a new session", open_sessions_ + 1, limit);
+                      "a new session", open_sessions_.size() + 1, limit);
   }
   return Status::Ok();
 }
@@ -386,13 +372,12 @@ void Worker::ReplyError(const std::string& peer, const Status& st, std::optional
 
 void Worker::OnIncoming(const wire::Incoming& in) {
   const uint64_t received = timeline::NowIfEnabled();
-  Role role = RoleOf(in);
-  if (role == Role::kHolder) {
-    coordinator_heard_ = std::chrono::steady_clock::now();
-    orphaned_ = false;
-  }
+  const PeerId peer{in.peer, in.peer_key};
+  // Only a role already established: a keyless peer binds to one by what it sends.
+  const PeerRole known = policy_.RoleOf(peer, nullptr);
+  if (known == PeerRole::kHolder) policy_.Heard(std::chrono::steady_clock::now());
   Result<wire::Message> parsed = wire::ParseMessage(in.bytes());
-  if (!parsed.ok()) return OnUnparsable(in, role, parsed.status());
+  if (!parsed.ok()) return OnUnparsable(in, known, parsed.status());
   wire::Message& m = *parsed;
   if (auto* hb = std::get_if<wire::Heartbeat>(&m)) {
     const wire::Heartbeat reply{hb->sequence, options_.name, compute_nanos_.load(),
@@ -403,55 +388,32 @@ void Worker::OnIncoming(const wire::Incoming& in) {
   std::optional<uint64_t> session;
   bool has = false;
   if (const uint64_t id = StageHost::SessionOf(m, &has); has) session = id;
+  const PeerRole role = policy_.RoleOf(peer, &m);
   if (Status admitted = Admit(in, role, m); !admitted.ok()) {
     // The refused peer alone hears of it; a frame forwarded by the upstream
-    // stage belongs to the holder's session, so the holder hears instead.
-    if (role == Role::kUpstream || role == Role::kRing) {
+    // stage (known as such) belongs to the holder's session, so the holder
+    // hears instead.
+    if (role == known && (role == PeerRole::kUpstream || role == PeerRole::kRing)) {
       return ReportToCoordinator(admitted, session);
     }
     return ReplyError(in.peer, admitted, session);
   }
+  policy_.Admitted(peer, role);
   if (std::holds_alternative<wire::Shutdown>(m)) {
     Log("shutdown requested by the coordinator: " + std::get<wire::Shutdown>(m).reason);
     stop_.store(true);
     return;
   }
-  if (std::holds_alternative<wire::Assign>(m)) {
-    if (!coordinator_peer_.empty() && in.peer != coordinator_peer_) {
-      Log(orphaned_ ? "assigned by a new coordinator after the previous one went silent"
-                    : "the coordinator restarted (same key): dropping the previous one's sessions");
-      Enqueue(Work{Work::Kind::kDropSessions, {}, 0, {}});
-      open_sessions_ = 0;
-    }
-    coordinator_peer_ = in.peer;
-    coordinator_key_ = in.peer_key;
-    coordinator_heard_ = std::chrono::steady_clock::now();
-    orphaned_ = false;
-    next_.reset();  // a new assignment gets a new next hop and ring hop
-    next_endpoint_.clear();
-    ring_.reset();
-    ring_endpoint_.clear();
-    const wire::Assign& a = std::get<wire::Assign>(m);
-    stage_index_ = a.worker_index;
-    next_key_ = a.next_hop_key;
-    upstream_key_ = a.upstream_key;
-    ring_key_ = a.ring_hop_key;
-    ring_upstream_key_ = a.ring_upstream_key;
-    for (const std::string* key : {&a.upstream_key, &a.ring_upstream_key}) {
-      if (key->empty() || options_.transport.security.insecure) continue;
-      const Status allowed = server_.AllowClient(*key);
-      if (!allowed.ok()) Log("cannot accept the upstream or last stage: " + allowed.ToString());
-    }
-  }
+  if (auto* a = std::get_if<wire::Assign>(&m)) TakeAssign(in, *a);
   if (session && timeline::Enabled()) {
     const uint32_t step = StageHost::StepOf(m);
     timeline::MarkAt(timeline::Event::kWorkerReceive, stage_index_, *session, step, received);
     timeline::Mark(timeline::Event::kWorkerAdmitted, stage_index_, *session, step);
   }
   if (std::holds_alternative<wire::SessionOpen>(m) || std::holds_alternative<wire::Fork>(m)) {
-    ++open_sessions_;
-  } else if (std::holds_alternative<wire::Release>(m) && open_sessions_ > 0) {
-    --open_sessions_;
+    open_sessions_.insert(*session);
+  } else if (std::holds_alternative<wire::Release>(m)) {
+    open_sessions_.erase(*session);  // an unknown one changes nothing
   }
   Work work{Work::Kind::kMessage, std::move(m), 0, {}};
   if (CanRunInline(work)) {
@@ -461,12 +423,32 @@ void Worker::OnIncoming(const wire::Incoming& in) {
   Enqueue(std::move(work));
 }
 
+void Worker::TakeAssign(const wire::Incoming& in, const wire::Assign& a) {
+  if (policy_.Assigned(PeerId{in.peer, in.peer_key}, a, std::chrono::steady_clock::now())) {
+    Log("assigned by another coordinator: the previous one is gone; dropping its sessions");
+    Enqueue(Work{Work::Kind::kDropSessions, {}, 0, {}});
+    open_sessions_.clear();
+  }
+  next_.reset();  // a new assignment gets a new next hop and ring hop
+  next_endpoint_.clear();
+  ring_.reset();
+  ring_endpoint_.clear();
+  stage_index_ = a.worker_index;
+  next_key_ = a.next_hop_key;
+  ring_key_ = a.ring_hop_key;
+  for (const std::string* key : {&a.upstream_key, &a.ring_upstream_key}) {
+    if (key->empty() || options_.transport.security.insecure) continue;
+    const Status allowed = server_.AllowClient(*key);
+    if (!allowed.ok()) Log("cannot accept the upstream or last stage: " + allowed.ToString());
+  }
+}
+
 // A frame that failed to decode (a flipped bit fails the digest check):
 // from the holder or its upstream stage, fail its session when the envelope
 // still names one; from anyone else, tell that peer only.
-void Worker::OnUnparsable(const wire::Incoming& in, Role role, const Status& st) {
+void Worker::OnUnparsable(const wire::Incoming& in, PeerRole role, const Status& st) {
   const Status named = st.WithContext("frame from peer '" + in.peer + "'");
-  if (role == Role::kStranger) return ReplyError(in.peer, named, std::nullopt);
+  if (role == PeerRole::kStranger) return ReplyError(in.peer, named, std::nullopt);
   if (std::optional<uint64_t> session = wire::SessionOfRefusedFrame(in.bytes())) {
     Enqueue(Work{Work::Kind::kFail, {}, *session, named});
     return;
@@ -476,9 +458,9 @@ void Worker::OnUnparsable(const wire::Incoming& in, Role role, const Status& st)
 
 void Worker::ReportToCoordinator(const Status& st, std::optional<uint64_t> session) {
   Log(st.ToString());
-  if (coordinator_peer_.empty()) return;
+  if (!policy_.held()) return;
   const wire::ErrorReport r = wire::ErrorReport::From(st, options_.name, session);
-  const Status sent = server_.Send(coordinator_peer_, wire::MarshalMessage(r));
+  const Status sent = server_.Send(policy_.holder_id(), wire::MarshalMessage(r));
   if (!sent.ok()) Log("cannot report to the coordinator: " + sent.ToString());
 }
 
@@ -568,8 +550,8 @@ void Worker::Deliver(Outgoing& o) {
       }
       break;
     case Outgoing::To::kCoordinator:
-      if (coordinator_peer_.empty()) return;
-      st = server_.Send(coordinator_peer_, o.frame);
+      if (!policy_.held()) return;
+      st = server_.Send(policy_.holder_id(), o.frame);
       if (!st.ok()) {
         Log("cannot reach the coordinator: " + st.ToString());
         return;

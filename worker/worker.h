@@ -23,19 +23,20 @@
 // is reported to the coordinator as an ErrorReport; the daemon keeps
 // serving. Only Shutdown from the holding coordinator, or Stop(), ends Run.
 //
-// Trust (docs/deployment.md): one coordinator holds the worker at a time:
-// the peer whose Assign it accepted. Another coordinator's Assign is
-// refused naming the holder (Overloaded) until the holder has been silent
-// for orphan_after, or at once when it presents the holder's own CURVE key
-// (a restarted coordinator; the old sessions are dropped and reported).
-// Session traffic is accepted only from the holder and from the upstream
-// stage it named; token inputs only from the holder, except relayed steps,
-// which the first stage takes only from the last stage the holder named
-// (and from nobody else, the holder included); Shutdown only from the
-// holder. Anything else, and every
-// frame that breaks a limit (WorkerOptions::limits, checked before it is
-// queued), is answered with an ErrorReport to its sender alone: no other
-// peer's session is touched or failed.
+// Trust (docs/deployment.md; the rules are PeerPolicy's): one coordinator
+// holds the worker at a time: the connection whose Assign it accepted.
+// Another connection's Assign, whatever its key, is refused at once
+// (Overloaded) while the holder is alive (its connection up, heard within
+// orphan_after); once it is gone the next Assign takes the worker and the
+// old sessions are dropped. Session traffic is accepted only from the
+// holder and from its upstream stage; token inputs only from the holder,
+// except relayed steps, which the first stage takes only from the last
+// stage (and from nobody else, the holder included); Shutdown only from
+// the holder. An Assign is checked whole before it is accepted (layers,
+// links, no next hop that is this worker under any name). Anything else,
+// and every frame that breaks a limit (WorkerOptions::limits, checked
+// before it is queued), is answered with an ErrorReport to its sender
+// alone: no other peer's session is touched or failed.
 //
 // Thread-safety: Stop() may be called from any thread; everything else
 // from the thread that calls Run. The zmq context must outlive the Worker.
@@ -47,6 +48,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +62,7 @@
 #include "wire/transport.h"
 #include "base/limits.h"
 #include "base/mailbox.h"
+#include "worker/peer_policy.h"
 #include "worker/stage_host.h"
 
 namespace lockstep {
@@ -161,9 +164,7 @@ class Worker {
   void DeliverComputed();
   void OnIncoming(const wire::Incoming& in);
   void CheckCoordinator();
-  // kRing: the last stage, sending the first its sessions' relayed steps.
-  enum class Role { kHolder, kUpstream, kRing, kStranger };
-  void OnUnparsable(const wire::Incoming& in, Role role, const Status& st);
+  void OnUnparsable(const wire::Incoming& in, PeerRole role, const Status& st);
   void Deliver(Outgoing& o);
   // A relayed step to the first stage: over the ring link, or (one stage
   // that is first and last) into this worker's own queue.
@@ -176,11 +177,14 @@ class Worker {
   Result<wire::Client> ConnectStage(const std::string& endpoint, const std::string& key,
                                     const std::string& what) const;
   void ReportToCoordinator(const Status& st, std::optional<uint64_t> session);
-  // Who sent `in`: the holding coordinator, its upstream stage, the last
-  // stage (on the first), or none of them.
-  Role RoleOf(const wire::Incoming& in) const;
   // Ok, or why `m` from a peer of `role` is refused (before any work).
-  Status Admit(const wire::Incoming& in, Role role, const wire::Message& m);
+  Status Admit(const wire::Incoming& in, PeerRole role, const wire::Message& m);
+  // Ok, or why the Assign `a` from `in`'s peer is refused (before any work).
+  Status AdmitAssign(const wire::Incoming& in, const wire::Assign& a);
+  // Whether a frame to the holding coordinator can still be delivered.
+  bool HolderConnected();
+  // Applies an admitted Assign from `in`'s peer to the I/O thread's state.
+  void TakeAssign(const wire::Incoming& in, const wire::Assign& a);
   // An ErrorReport to one peer only.
   void ReplyError(const std::string& peer, const Status& st, std::optional<uint64_t> session);
   void Log(const std::string& line) const;
@@ -193,15 +197,12 @@ class Worker {
   std::optional<wire::Client> ring_;   // last stage: DEALER to the first, for relayed steps
   std::string ring_endpoint_;          // connected at the first relayed step
   std::string ring_key_;               // the first stage's pinned CURVE key (last Assign)
-  std::string ring_upstream_key_;      // first stage: the last stage's CURVE key (last Assign)
   std::string next_label_;             // "stage K at ENDPOINT"
   std::string next_key_;               // the next stage's pinned CURVE key (last Assign)
   std::string next_endpoint_;          // connected at the first frame for it
-  std::string coordinator_peer_;       // ROUTER identity of the assigning coordinator
-  std::string coordinator_key_;        // its CURVE key ("" on plaintext links)
-  std::string upstream_key_;           // the previous stage's CURVE key (last Assign)
+  PeerPolicy policy_;                  // I/O thread: who holds the worker, who may send what
   uint32_t stage_index_ = 0;           // this worker's stage (last Assign)
-  size_t open_sessions_ = 0;           // I/O thread: opened/forked minus released
+  std::set<uint64_t> open_sessions_;   // I/O thread: opened or forked and not released
   std::unique_ptr<StageHost> host_;    // made by Run; see "Decode steps run inline"
   Mailbox<Work> inbox_;                // I/O -> compute
   // Works pushed to inbox_ and not yet applied: 0 means the compute thread
@@ -217,8 +218,6 @@ class Worker {
   std::atomic<uint64_t> batched_rows_{0};
   std::atomic<uint64_t> compute_nanos_{0};  // the StageHost's, as of the last Publish
   uint64_t bytes_to_next_ = 0;              // I/O thread only
-  std::chrono::steady_clock::time_point coordinator_heard_;  // I/O thread
-  bool orphaned_ = false;                                    // I/O thread
   uint64_t heartbeat_seq_ = 0;
 };
 

@@ -54,6 +54,23 @@ TEST_F(AuthErrors, AKeyOutsideTheAllowListIsReportedAsRefused) {
   EXPECT_LT(Clock::now() - start, 3s);
 }
 
+// The coordinator pins a key for worker 1 that is not worker 1's (a stale
+// or swapped .pub file): the handshake with it cannot complete, which the
+// coordinator reports at once as a key mismatch naming the worker, instead
+// of a worker that "did not answer".
+TEST_F(AuthErrors, AWronglyPinnedWorkerKeyIsReportedAsAKeyMismatch) {
+  cfg_.worker_keys[1] = other_.public_z85;
+  const auto start = Clock::now();
+  auto c = Coordinator::Start(context_, cfg_);
+  ASSERT_FALSE(c.ok());
+  const std::string m = c.status().message();
+  EXPECT_EQ(c.status().kind(), ErrorKind::kMismatch) << c.status().ToString();
+  EXPECT_NE(m.find(cfg_.workers[1]), std::string::npos) << m;
+  EXPECT_NE(m.find("key"), std::string::npos) << m;
+  EXPECT_EQ(m.find("did not answer"), std::string::npos) << m;
+  EXPECT_LT(Clock::now() - start, 3s);
+}
+
 TEST_F(AuthErrors, TheTrustedCoordinatorStillConnects) {
   auto c = Coordinator::Start(context_, cfg_);
   ASSERT_TRUE(c.ok()) << c.status().ToString();

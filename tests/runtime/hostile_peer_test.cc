@@ -324,6 +324,48 @@ TEST_F(HostilePeers, LimitsAndBadAssignmentsAreRefusedByName) {
   (*c)->ShutdownWorkers("done");
 }
 
+// An Assign that cannot be carried out (here: a next hop without the key
+// to pin for it) gets its error and nothing else: no Hello, no AssignAck,
+// nothing loaded (before, the worker loaded the stage, said Hello, reported
+// the missing key and acknowledged the assignment all the same).
+TEST_F(HostilePeers, ABadAssignGetsItsErrorAndNoAck) {
+  auto info = InspectModelDir(model_, ModelPins{});
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  const WitnessSeed seed = info->Seed();
+  wire::Assign a;
+  a.model_dir = model_;
+  a.expected_weights_sha256 = seed.weights_sha256;
+  a.expected_config_sha256 = seed.config_sha256;
+  a.expected_tokenizer_sha256 = seed.tokenizer_sha256;
+  a.layer_lo = 0;
+  a.layer_hi = 2;
+  a.is_first = true;
+  a.next_hop = procs_->endpoints()[1];  // and no next_hop_key to pin
+  wire::Client holder = Attacker(2, other_, worker_keys_[2]);
+  const wire::ErrorReport r = Refusal(holder, a);
+  EXPECT_EQ(r.kind, ErrorKind::kInvalid);
+  EXPECT_NE(r.message.find("no CURVE key for the next stage"), std::string::npos) << r.message;
+  auto more = holder.Receive(1s);
+  if (more.ok()) {
+    auto m = wire::ParseMessage(more->bytes());
+    ADD_FAILURE() << "after the error the worker sent "
+                  << (m.ok() ? wire::MessageName(*m) : "junk");
+  }
+  // The same Assign with the key is carried out: Hello, then AssignAck.
+  a.next_hop_key = worker_keys_[1];
+  ASSERT_TRUE(holder.Send(wire::MarshalMessage(a)).ok());
+  std::vector<std::string> got;
+  while (got.size() < 2) {
+    auto in = holder.Receive(10s);
+    ASSERT_TRUE(in.ok()) << in.status().ToString();
+    auto m = wire::ParseMessage(in->bytes());
+    ASSERT_TRUE(m.ok());
+    if (std::holds_alternative<wire::Heartbeat>(*m)) continue;
+    got.emplace_back(wire::MessageName(*m));
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"hello", "assignAck"}));
+}
+
 TEST(WorkerCommand, RefusesBadListenPortsAndMissingKeys) {
   CliOutput port = RunCli({"worker", "--listen", "tcp://127.0.0.1:99999", "--insecure"});
   EXPECT_NE(port.exit_code, 0);

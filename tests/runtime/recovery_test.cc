@@ -229,6 +229,19 @@ TEST_F(Recovery, TwoDeathsUseTwoSpares) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ExpectSameDecode(*got, Monolithic(*model_, req));
   EXPECT_EQ(coordinator_->recoveries(), 2u);
+  // What /healthz lists: stage 2 is served by the second spare, and the two
+  // workers it was moved off are named as replaced, not as serving.
+  const std::vector<StageState> stages = coordinator_->stages();
+  ASSERT_EQ(stages.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    SCOPED_TRACE("stage " + std::to_string(k));
+    EXPECT_TRUE(stages[k].status.ok()) << stages[k].status.ToString();
+    EXPECT_EQ(stages[k].endpoint, procs_->endpoints()[k == 2 ? 4 : k]);
+    const std::vector<std::string> replaced =
+        k == 2 ? std::vector<std::string>{procs_->endpoints()[2], procs_->endpoints()[3]}
+               : std::vector<std::string>{};
+    EXPECT_EQ(stages[k].replaced, replaced);
+  }
 }
 
 TEST_F(Recovery, AWorkerRestartedOnItsAddressTakesItsStageBack) {
@@ -333,6 +346,13 @@ TEST_F(Recovery, WhenTheSparesRunOutTheSessionFailsNamingTheDeadWorker) {
       << got.status().message();
   EXPECT_LT(waited, 3s);
   EXPECT_EQ(coordinator_->recoveries(), 1u);
+  // Stage 1's worker now is the dead spare, listed as failed; the others serve.
+  const std::vector<StageState> stages = coordinator_->stages();
+  ASSERT_EQ(stages.size(), 3u);
+  EXPECT_EQ(stages[1].endpoint, procs_->endpoints()[3]);
+  EXPECT_EQ(stages[1].replaced, (std::vector<std::string>{procs_->endpoints()[1]}));
+  EXPECT_EQ(stages[1].status.kind(), ErrorKind::kDisconnected) << stages[1].status.ToString();
+  EXPECT_TRUE(stages[0].status.ok() && stages[2].status.ok());
 }
 
 }  // namespace

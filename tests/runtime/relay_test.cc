@@ -205,7 +205,10 @@ TEST_F(Relay, AForkInTheMiddleOfARelayHoldsWhatWasTakenAndNoMore) {
   EXPECT_EQ(0, std::memcmp(want.data(), from_source.data(), want.size() * 4));
 }
 
-// The last worker's relayed steps to the first pass through `mutate`.
+// The last worker's relayed steps to the first pass through `mutate`, once
+// a decode has shown the first stage which connection its last stage is
+// (inproc links carry no key: a keyless peer is bound to its role by what
+// it sends first, and before that it is a stranger, refused to itself).
 class HostileRelay : public Relay {
  protected:
   void Run(const std::function<void(wire::TokenInput&)>& mutate, const char* expect) {
@@ -222,8 +225,13 @@ class HostileRelay : public Relay {
     });
     auto c = Coordinator::Start(cluster.context(), Quiet(cluster, {{0, 1}, {1, 3}, {3, 4}}));
     ASSERT_TRUE(c.ok()) << c.status().ToString();
-    armed = true;
     const DecodeRequest req = Req(false, false);
+    {
+      auto warm = (*c)->OpenSession(std::nullopt);
+      ASSERT_TRUE(warm.ok());
+      ASSERT_TRUE(RunDecode(**warm, req, (*c)->seed()).ok());
+    }
+    armed = true;
     auto victim = (*c)->OpenSession(std::nullopt);
     ASSERT_TRUE(victim.ok());
     auto bad = RunDecode(**victim, req, (*c)->seed());
@@ -241,7 +249,7 @@ class HostileRelay : public Relay {
 };
 
 TEST_F(HostileRelay, AStepNotMarkedRelayedIsRefused) {
-  Run([](wire::TokenInput& t) { t.relayed = false; }, "only the coordinator holding this worker");
+  Run([](wire::TokenInput& t) { t.relayed = false; }, "it sends the first stage only relayed steps");
 }
 
 TEST_F(HostileRelay, AStepOutOfTurnFailsItsSession) {

@@ -890,6 +890,108 @@ class ShardedTest(unittest.TestCase):
         self.assertIsNone(self.server.proc.poll())
 
 
+class ConfigTest(unittest.TestCase):
+    """`serve --config` over worker processes started here with their own
+    keys and a spare: what a second coordinator on the same config gets
+    (a clear refusal at once; the server never notices), and /healthz once
+    a worker died and the spare took its stage (the spare, not the dead
+    worker, is listed as serving)."""
+
+    @classmethod
+    def setUpClass(cls):
+        os.makedirs(ARGS.tmp, exist_ok=True)
+        cls.model = os.path.join(ARGS.tmp, "model")
+        make_model(cls.model)
+        keys = os.path.join(ARGS.tmp, "keys")
+        os.makedirs(keys, exist_ok=True)
+        for name in ("coordinator", "w0", "w1", "w2", "w3"):
+            subprocess.run([ARGS.lockstep, "keygen", os.path.join(keys, name)], check=True,
+                           capture_output=True)
+        cls.endpoints = ["ipc://%s/w%d.sock" % (keys, i) for i in range(4)]
+        cls.log = open(os.path.join(ARGS.tmp, "workers.log"), "w")
+        cls.workers = []
+        for i, endpoint in enumerate(cls.endpoints):
+            w = subprocess.Popen(
+                [ARGS.lockstep, "worker", "--listen", endpoint, "--threads", "1",
+                 "--key", os.path.join(keys, "w%d" % i),
+                 "--allow", os.path.join(keys, "coordinator.pub")],
+                stdout=subprocess.PIPE, stderr=cls.log, text=True)
+            line = w.stdout.readline()
+            if "listening on" not in line:
+                raise RuntimeError("worker %d did not start: %r" % (i, line))
+            cls.workers.append(w)
+        cls.config = os.path.join(ARGS.tmp, "cluster.json")
+        with open(cls.config, "w") as f:
+            json.dump({"model": cls.model, "workers": cls.endpoints[:3], "plan": "auto",
+                       "heartbeat_ms": 100, "liveness": 10, "request_timeout_ms": 20000,
+                       "key": "keys/coordinator",
+                       "worker_keys": ["keys/w%d.pub" % i for i in range(3)],
+                       "spares": [{"endpoint": cls.endpoints[3], "key": "keys/w3.pub"}]}, f)
+        cls.server = Server(cls.model, "--config", cls.config)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        for w in cls.workers:
+            w.kill()
+            w.wait()
+        cls.log.close()
+
+    def assertSameAsSolo(self, body, answer):
+        ApiTest.assertSameAsSolo(self, body, answer)
+
+    def test_1_a_second_coordinator_on_the_config_is_refused_and_serve_goes_on(self):
+        body = {"prompt": [3, 9, 4, 1], "max_tokens": 40}
+        answer = [None]
+
+        def go():
+            answer[0] = self.server.post("/v1/completions", body)
+
+        t = threading.Thread(target=go)
+        t.start()
+        start = time.time()
+        second = subprocess.run([ARGS.lockstep, "coordinator", "--config", self.config,
+                                 "--ids", "1,2,3", "--gen", "4", "--json"],
+                                capture_output=True, text=True, timeout=60)
+        took = time.time() - start
+        t.join()
+        self.assertNotEqual(second.returncode, 0, second.stdout)
+        self.assertIn("held by another coordinator", second.stderr)
+        self.assertIn(self.endpoints[0], second.stderr)
+        self.assertLess(took, 10, "refused only after %.1f s" % took)
+        # The server's request in flight and its next ones are untouched.
+        self.assertEqual(answer[0].status_code, 200, answer[0].text)
+        self.assertSameAsSolo(body, answer[0].json())
+        later = {"prompt": [7, 7, 2], "max_tokens": 6}
+        again = self.server.post("/v1/completions", later)
+        self.assertEqual(again.status_code, 200, again.text)
+        self.assertSameAsSolo(later, again.json())
+        self.assertEqual(requests.get(self.server.url + "/healthz", timeout=10).status_code, 200)
+
+    def test_2_healthz_lists_the_spare_not_the_dead_worker(self):
+        self.workers[1].kill()
+        self.workers[1].wait()
+        deadline = time.time() + 30
+        while True:  # the coordinator rebuilds stage 1 on the spare
+            h = requests.get(self.server.url + "/healthz", timeout=10)
+            stage = h.json()["workers"][1]
+            if stage["endpoint"] == self.endpoints[3] and stage["status"] == "ok":
+                break
+            self.assertLess(time.time(), deadline, h.text)
+            time.sleep(0.1)
+        self.assertEqual(h.status_code, 200, h.text)
+        h = h.json()
+        self.assertEqual(h["status"], "ok")
+        self.assertEqual([w["endpoint"] for w in h["workers"]],
+                         [self.endpoints[0], self.endpoints[3], self.endpoints[2]])
+        self.assertEqual(h["workers"][1]["replaced"], [self.endpoints[1]])
+        self.assertTrue(all(w["status"] == "ok" for w in h["workers"]), h)
+        body = {"prompt": [2, 4, 6, 8], "max_tokens": 6}
+        a = self.server.post("/v1/completions", body)
+        self.assertEqual(a.status_code, 200, a.text)
+        self.assertSameAsSolo(body, a.json())
+
+
 def main():
     global ARGS
     p = argparse.ArgumentParser()
