@@ -174,8 +174,9 @@ class SinkBuilder {
 void AddExperts(SinkBuilder& b, const ModelConfig& c, int l, LayerWeights& w) {
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const size_t inter = static_cast<size_t>(c.moe.intermediate_size);
-  b.Matrix(LayerName(l, "mlp.gate.weight"), w.router, static_cast<size_t>(c.moe.num_experts), hidden);
-  w.experts.resize(static_cast<size_t>(c.moe.num_experts));
+  const size_t experts = static_cast<size_t>(c.moe.num_experts);
+  b.Matrix(LayerName(l, "mlp.gate.weight"), w.router, experts, hidden);
+  w.experts.resize(experts);
   for (int e = 0; e < c.moe.num_experts; ++e) {
     ExpertWeights& x = w.experts[static_cast<size_t>(e)];
     b.Matrix(ExpertTensorName(l, e, "gate_proj.weight"), x.gate_proj, inter, hidden);
