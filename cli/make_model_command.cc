@@ -40,6 +40,10 @@ Status MakeModel(const MakeModelOptions& o) {
   std::string config_path = o.config_path;
   if (o.shape == "smollm2-135m") {
     dims = SmolLM2Shape();
+  } else if (o.shape == "qwen3-0.6b") {
+    dims = Qwen3_0_6BShape();
+  } else if (o.shape == "qwen3-30b-a3b") {
+    dims = Qwen3_30B_A3BShape();
   } else if (o.shape == "llama3.2-1b") {
     if (!config_path.empty()) return InvalidError("--shape llama3.2-1b comes with its own config; drop --config");
     std::error_code ec;
@@ -49,7 +53,7 @@ Status MakeModel(const MakeModelOptions& o) {
     LOCKSTEP_RETURN_IF_ERROR(WriteTextFile(config_path, Llama32_1BConfigJson()));
   } else if (!o.shape.empty()) {
     return InvalidError("--shape: unknown shape '" + o.shape +
-                        "' (known: smollm2-135m, llama3.2-1b)");
+                        "' (known: smollm2-135m, llama3.2-1b, qwen3-0.6b, qwen3-30b-a3b)");
   }
   LOCKSTEP_RETURN_IF_ERROR(WriteSyntheticModel(o.out_dir, dims, o.seed, config_path, o.shards));
   const std::string tok_out = o.out_dir + "/tokenizer.json";
@@ -66,7 +70,8 @@ CLI::App* AddMakeModelCommand(CLI::App& app, MakeModelOptions& o) {
   CLI::App* c = app.add_subcommand("make-model", "Write a seeded synthetic checkpoint");
   c->add_option("out_dir", o.out_dir, "Output folder")->required();
   c->add_option("--seed", o.seed, "PRNG seed")->required();
-  c->add_option("--shape", o.shape, "Named shape: smollm2-135m or llama3.2-1b");
+  c->add_option("--shape", o.shape,
+                 "Named shape: smollm2-135m, llama3.2-1b, qwen3-0.6b or qwen3-30b-a3b");
   c->add_option("--hidden", o.dims.hidden, "hidden_size");
   c->add_option("--layers", o.dims.layers, "num_hidden_layers");
   c->add_option("--heads", o.dims.heads, "num_attention_heads");
@@ -76,6 +81,12 @@ CLI::App* AddMakeModelCommand(CLI::App& app, MakeModelOptions& o) {
   c->add_option("--theta", o.dims.theta, "rope_theta");
   c->add_flag("--bias", o.dims.bias, "q/k/v projection biases (Qwen2-style)");
   c->add_flag("--untied", o.dims.untied, "separate lm_head.weight");
+  c->add_flag("--qwen3", o.dims.qwen3, "Qwen3: per-head q/k RMSNorm (model_type qwen3)");
+  c->add_option("--head-dim", o.dims.head_dim, "head_dim (Qwen3; default hidden/heads)");
+  c->add_option("--experts", o.dims.experts, "num_experts: a Qwen3-MoE model (implies --qwen3)");
+  c->add_option("--top-k", o.dims.top_k, "num_experts_per_tok (with --experts)");
+  c->add_option("--moe-inter", o.dims.moe_inter, "moe_intermediate_size (with --experts)");
+  c->add_flag("--norm-topk", o.dims.norm_topk, "norm_topk_prob true (with --experts)");
   c->add_option("--tokenizer", o.tokenizer_path, "Copy this tokenizer.json");
   c->add_option("--config", o.config_path, "Copy this config.json (shape follows it)");
   c->add_option("--shards", o.shards,

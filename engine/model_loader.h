@@ -23,6 +23,7 @@
 #include "engine/ops/kernels.h"
 #include "engine/ops/thread_pool.h"
 #include "engine/stage.h"
+#include "engine/stage_bytes.h"
 #include "engine/weights.h"
 #include "engine/witness.h"
 
@@ -64,7 +65,13 @@ Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins,
 // validated spec.
 Result<std::vector<FileDigest>> StageWeightFiles(const ModelInfo& model, const StageSpec& spec);
 
-// Validates the config for the forward pass (head_dim limits etc.).
+// What each part of a model weighs (stage_bytes.h), from the tensor
+// infos of its checkpoint (headers only: every file opened, none read).
+Result<ModelBytes> MeasureModelBytes(const ModelFiles& files, const ModelConfig& config);
+
+// Validates a config (parsed, or built from another format) for the
+// forward pass: head_dim limits, the MLP sizes, E4's expert counts;
+// Invalid naming the field.
 Status CheckSupported(const ModelConfig& config);
 
 // How a Stage computes. Every choice gives the same bits (CIS-2 §5);
