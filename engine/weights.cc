@@ -42,6 +42,32 @@ struct CacheCheck {
   }
 };
 
+// Calls fn(destination row, bytes) for the rows a piece of tensor `t`
+// holds (bytes [at, at + bytes.size()), whole rows of `row_bytes`): one
+// run at row at / row_bytes, or, for rows stored permuted (a GGUF
+// llama-arch q/k, E2.2), each row at its §2.5 place (HfRowOf).
+template <typename Fn>
+void ForEachRowRun(const TensorInfo& t, uint64_t at, std::span<const uint8_t> bytes,
+                   uint64_t row_bytes, Fn&& fn) {
+  const uint64_t r0 = at / row_bytes;
+  if (t.permuted_heads <= 0) return fn(r0, bytes);
+  for (uint64_t i = 0; i * row_bytes < bytes.size(); ++i) {
+    fn(HfRowOf(t, r0 + i), bytes.subspan(static_cast<size_t>(i * row_bytes), static_cast<size_t>(row_bytes)));
+  }
+}
+
+// Packs whole rows of `dtype` bytes at row r0 of `dst`: BF16 kept or
+// widened as `dst` holds it, F32 as is, F16 widened exactly.
+void PackRows(DType dtype, ops::PackedMatrix& dst, uint64_t r0, std::span<const uint8_t> bytes) {
+  if (dtype == DType::kBF16) return dst.PackBf16Rows(r0, bytes);
+  if (dtype == DType::kF32) return dst.PackF32Rows(r0, bytes);
+  thread_local std::vector<float> widened;  // one piece, not the tensor
+  widened.resize(bytes.size() / 2);
+  WidenToF32(dtype, bytes, widened.data());
+  dst.PackF32Rows(r0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(widened.data()),
+                                               widened.size() * sizeof(float)));
+}
+
 class SinkBuilder {
  public:
   SinkBuilder(const Checkpoint& f, WeightFormat format, const WeightCache* cache = nullptr,
@@ -53,8 +79,10 @@ class SinkBuilder {
     out.assign(n, 0.0f);
     float* dst = out.data();
     const size_t size = static_cast<size_t>(DTypeSize(t.info->dtype));
-    Add(t, 0, [t, dst, size](uint64_t at, std::span<const uint8_t> bytes) {
-      WidenToF32(t.info->dtype, bytes, dst + at / size);
+    Add(t, size, [t, dst, size](uint64_t at, std::span<const uint8_t> bytes) {
+      ForEachRowRun(*t.info, at, bytes, size, [&](uint64_t i, std::span<const uint8_t> run) {
+        WidenToF32(t.info->dtype, run, dst + i);
+      });
     });
   }
 
@@ -65,16 +93,18 @@ class SinkBuilder {
 
   void Matrix(const std::string& name, WeightMatrix& m, size_t rows, size_t cols) {
     const TensorRef t = f_.Find(name);
-    const DType dtype = t.info->dtype;
-    const size_t size = static_cast<size_t>(DTypeSize(dtype));
-    const uint64_t row_bytes = size * cols;
+    const TensorInfo* info = t.info;
+    const DType dtype = info->dtype;
+    const uint64_t row_bytes = DTypeRowBytes(dtype, cols);
     m.rows = rows;
     m.cols = cols;
     if (format_ == WeightFormat::kF32Rows) {
       m.data.assign(rows * cols, 0.0f);
       float* dst = m.data.data();
-      Add(t, row_bytes, [dtype, dst, size](uint64_t at, std::span<const uint8_t> bytes) {
-        WidenToF32(dtype, bytes, dst + at / size);
+      Add(t, row_bytes, [info, dst, row_bytes, cols](uint64_t at, std::span<const uint8_t> bytes) {
+        ForEachRowRun(*info, at, bytes, row_bytes, [&](uint64_t r, std::span<const uint8_t> run) {
+          WidenToF32(info->dtype, run, dst + r * cols);
+        });
       });
       return;
     }
@@ -88,8 +118,10 @@ class SinkBuilder {
         ++check_->from_cache;
         const ops::PackedMatrix* cached = &m.packed;
         CacheCheck* check = check_;
-        Add(t, row_bytes, [cached, check, name, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
-          if (!cached->SameAsBf16Rows(at / row_bytes, bytes)) check->Differs(name);
+        Add(t, row_bytes, [info, cached, check, name, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
+          ForEachRowRun(*info, at, bytes, row_bytes, [&](uint64_t r, std::span<const uint8_t> run) {
+            if (!cached->SameAsBf16Rows(r, run)) check->Differs(name);
+          });
         });
         return;
       }
@@ -100,15 +132,10 @@ class SinkBuilder {
         ops::PackedMatrix::Populate::kLater);
     ops::PackedMatrix* dst = &m.packed;
     unpopulated_.push_back(dst);
-    Add(t, row_bytes, [dtype, dst, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
-      const size_t r0 = at / row_bytes;
-      if (dtype == DType::kBF16) return dst->PackBf16Rows(r0, bytes);
-      if (dtype == DType::kF32) return dst->PackF32Rows(r0, bytes);
-      thread_local std::vector<float> widened;  // one piece, not the tensor
-      widened.resize(bytes.size() / 2);
-      WidenToF32(dtype, bytes, widened.data());
-      dst->PackF32Rows(r0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(widened.data()),
-                                                    widened.size() * sizeof(float)));
+    Add(t, row_bytes, [info, dst, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
+      ForEachRowRun(*info, at, bytes, row_bytes, [&](uint64_t r0, std::span<const uint8_t> run) {
+        PackRows(info->dtype, *dst, r0, run);
+      });
     });
   }
 

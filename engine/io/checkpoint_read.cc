@@ -32,10 +32,20 @@ struct Piece {
   uint64_t size = 0;
   const TensorSink* sink = nullptr;  // null: hashed only
   uint64_t at = 0;                   // offset within the sink's tensor
+  int part = -1;                     // FileStream::parts index, or -1
+};
+
+// A part of a file hashed on its own (DigestRange).
+struct PartStream {
+  const DigestRange* range = nullptr;
+  Sha256Stream sha;
+  Digest digest{};
 };
 
 struct FileStream {
-  const SafetensorsFile* file = nullptr;
+  const TensorFile* file = nullptr;
+  bool whole = true;  // the whole file is hashed (else only its parts)
+  std::vector<PartStream> parts;  // sorted by offset, disjoint
   std::vector<Piece> pieces;
   size_t next = 0;    // next piece to read
   bool busy = false;  // a thread is reading (and hashing) a piece
@@ -43,30 +53,62 @@ struct FileStream {
   Digest digest{};
 };
 
+// [begin, end) of a file, in one part or in none (-1).
+struct Region {
+  uint64_t begin, end;
+  int part;
+};
+
+// What is read of the file: all of it when hashed whole (the gaps between
+// parts in regions of no part), else only its parts.
+std::vector<Region> RegionsOf(const FileStream& f) {
+  std::vector<Region> out;
+  uint64_t pos = 0;
+  for (size_t i = 0; i < f.parts.size(); ++i) {
+    const DigestRange& r = *f.parts[i].range;
+    if (f.whole && r.offset > pos) out.push_back({pos, r.offset, -1});
+    out.push_back({r.offset, r.offset + r.size, static_cast<int>(i)});
+    pos = r.offset + r.size;
+  }
+  if (f.whole && f.file->size() > pos) out.push_back({pos, f.file->size(), -1});
+  return out;
+}
+
 // The file's pieces in order; `sinks` sorted by offset.
 Status CutPieces(FileStream& f, const std::vector<const TensorSink*>& sinks) {
-  uint64_t pos = 0;
-  auto hashed_only = [&](uint64_t end) {
-    for (; pos < end; pos += std::min(kPieceBytes, end - pos)) {
-      f.pieces.push_back({pos, std::min(kPieceBytes, end - pos), nullptr, 0});
+  size_t s = 0;
+  for (const Region& region : RegionsOf(f)) {
+    uint64_t pos = region.begin;
+    auto hashed_only = [&](uint64_t end) {
+      for (; pos < end; pos += std::min(kPieceBytes, end - pos)) {
+        f.pieces.push_back({pos, std::min(kPieceBytes, end - pos), nullptr, 0, region.part});
+      }
+    };
+    for (; s < sinks.size() && sinks[s]->tensor.info->offset < region.end; ++s) {
+      const TensorSink* sink = sinks[s];
+      const TensorInfo& t = *sink->tensor.info;
+      if (t.offset < pos || t.offset + t.nbytes > region.end) {
+        return InvalidError(f.file->path() + ": tensor \"" + t.name +
+                            "\" overlaps another one being read, or a part it is not in");
+      }
+      hashed_only(t.offset);
+      const uint64_t unit = sink->unit_bytes == 0 ? std::max<uint64_t>(t.nbytes, 1) : sink->unit_bytes;
+      const uint64_t step = std::max<uint64_t>(1, kPieceBytes / unit) * unit;
+      for (uint64_t at = 0; at < t.nbytes; at += step) {
+        f.pieces.push_back({t.offset + at, std::min(step, t.nbytes - at), sink, at, region.part});
+      }
+      pos = t.offset + t.nbytes;
     }
-  };
-  for (const TensorSink* s : sinks) {
-    const TensorInfo& t = *s->tensor.info;
-    if (t.offset < pos) {
-      return InvalidError(f.file->path() + ": tensor \"" + t.name +
-                          "\" overlaps another one being read");
-    }
-    hashed_only(t.offset);
-    const uint64_t unit = s->unit_bytes == 0 ? std::max<uint64_t>(t.nbytes, 1) : s->unit_bytes;
-    const uint64_t step = std::max<uint64_t>(1, kPieceBytes / unit) * unit;
-    for (uint64_t at = 0; at < t.nbytes; at += step) {
-      f.pieces.push_back({t.offset + at, std::min(step, t.nbytes - at), s, at});
-    }
-    pos = t.offset + t.nbytes;
+    hashed_only(region.end);
   }
-  hashed_only(f.file->size());
+  if (s < sinks.size()) {
+    return InvalidError(f.file->path() + ": tensor \"" + sinks[s]->tensor.info->name +
+                        "\" is outside the parts being read");
+  }
   if (f.pieces.empty()) f.digest = f.sha.Finalize();
+  for (PartStream& p : f.parts) {
+    if (p.range->size == 0) p.digest = p.sha.Finalize();
+  }
   return Status::Ok();
 }
 
@@ -164,12 +206,29 @@ class ReadPass {
       const std::span<uint8_t> b = j.buf.Hold(j.piece->size);
       j.st = j.f->file->ReadRange(j.piece->offset, b);
       if (!j.st.ok()) continue;
-      streams.push_back(&j.f->sha);
-      bytes.push_back(b);
+      if (j.f->whole) {
+        streams.push_back(&j.f->sha);
+        bytes.push_back(b);
+      }
+      if (j.piece->part >= 0) {
+        streams.push_back(&j.f->parts[static_cast<size_t>(j.piece->part)].sha);
+        bytes.push_back(b);
+      }
     }
-    UpdateLanes(streams, bytes);
+    for (size_t i = 0; i < streams.size(); i += kSha256Lanes) {
+      const size_t n = std::min(kSha256Lanes, streams.size() - i);
+      UpdateLanes(std::span<Sha256Stream* const>(streams.data() + i, n),
+                  std::span<const std::span<const uint8_t>>(bytes.data() + i, n));
+    }
     for (Job& j : jobs) {
-      if (j.st.ok() && j.last) j.f->digest = j.f->sha.Finalize();
+      if (!j.st.ok()) continue;
+      if (j.last && j.f->whole) j.f->digest = j.f->sha.Finalize();
+      if (j.piece->part >= 0) {
+        PartStream& p = j.f->parts[static_cast<size_t>(j.piece->part)];
+        if (j.piece->offset + j.piece->size == p.range->offset + p.range->size) {
+          p.digest = p.sha.Finalize();
+        }
+      }
     }
     lock.lock();
     for (Job& j : jobs) {
@@ -214,7 +273,7 @@ class ReadPass {
 }  // namespace
 
 Result<std::vector<FileDigest>> Checkpoint::ReadAll(std::span<const TensorSink> sinks,
-                                                    int threads) const {
+                                                    int threads, Parts which) const {
   std::vector<FileStream> files(files_.size());
   std::vector<std::vector<const TensorSink*>> by_file(files_.size());
   for (const TensorSink& s : sinks) {
@@ -225,8 +284,17 @@ Result<std::vector<FileDigest>> Checkpoint::ReadAll(std::span<const TensorSink> 
     }
     by_file[static_cast<size_t>(it - files_.begin())].push_back(&s);
   }
+  // A GGUF file's parts: all of them when asked or partial, else the
+  // header alone (checked against the parse below, not reported).
+  const bool report_parts = gguf_ && (partial_ || which == Parts::kAll);
+  const size_t hashed_parts = report_parts ? parts_.size() : std::min<size_t>(parts_.size(), 1);
   for (size_t i = 0; i < files_.size(); ++i) {
     files[i].file = files_[i].get();
+    files[i].whole = !partial_;
+    if (gguf_) {
+      files[i].parts = std::vector<PartStream>(hashed_parts);
+      for (size_t p = 0; p < hashed_parts; ++p) files[i].parts[p].range = &parts_[p];
+    }
     std::sort(by_file[i].begin(), by_file[i].end(), [](const TensorSink* a, const TensorSink* b) {
       return a->tensor.info->offset < b->tensor.info->offset;
     });
@@ -240,15 +308,23 @@ Result<std::vector<FileDigest>> Checkpoint::ReadAll(std::span<const TensorSink> 
   for (std::thread& t : helpers) t.join();
   LOCKSTEP_RETURN_IF_ERROR(pass.error());
 
+  if (gguf_ && files[0].parts[0].digest != gguf_header_sha256_) {
+    return MismatchError(path_ + ": its header hashes otherwise than when it was parsed: "
+                                 "the file changed while it was being loaded");
+  }
   std::vector<FileDigest> out;
   if (sharded_) out.push_back({kShardIndexFile, index_sha256_});
   const size_t first = out.size();
   for (const FileStream& f : files) {
+    if (!f.whole) continue;
     const std::string& p = f.file->path();
     out.push_back({p.substr(p.rfind('/') + 1), f.digest});
   }
   std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
             [](const FileDigest& a, const FileDigest& b) { return a.file < b.file; });
+  if (report_parts) {
+    for (const PartStream& p : files[0].parts) out.push_back({p.range->name, p.digest});
+  }
   return out;
 }
 

@@ -58,6 +58,9 @@ struct ModelConfig {
   bool attention_bias = false;     // informative; the loader decides by tensors
   std::vector<int> layer_window;   // [num_layers]; 0 = full causal, else W
   std::optional<Llama3RopeScaling> rope_scaling;  // absent/null -> nullopt
+  // A GGUF file's rope_freqs.weight (EXTENSIONS.md E2.2): after §7.1,
+  // inv_freq[i] is divided by rope_freqs[i]. [head_dim / 2], or empty.
+  std::vector<float> rope_freqs;
 
   // Query heads per KV head (GQA group size, §9).
   // REQUIRES: a parsed config (num_kv_heads > 0).
