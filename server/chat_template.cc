@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/io/gguf.h"
+
 namespace lockstep::server {
 namespace {
 
@@ -87,6 +89,16 @@ Result<ChatTemplate> ChatTemplate::FromModelDir(const std::string& dir) {
     return NotFoundError(path + " has no \"chat_template\" string");
   }
   return FromJinja(j["chat_template"].get<std::string>());
+}
+
+Result<ChatTemplate> ChatTemplate::FromModel(const ModelFiles& files) {
+  if (!files.gguf) return FromModelDir(files.dir);
+  LOCKSTEP_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(files.weights_path));
+  const GgufValue* t = f.Find("tokenizer.chat_template");
+  if (t == nullptr || t->type != GgufType::kString) {
+    return NotFoundError(files.weights_path + " has no \"tokenizer.chat_template\" string");
+  }
+  return FromJinja(t->string);
 }
 
 std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages) const {

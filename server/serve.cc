@@ -1,38 +1,17 @@
 #include "server/serve.h"
 
-#include <fstream>
 #include <iostream>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "base/limits.h"
 #include "coordinator/coordinator.h"
 #include "engine/model_loader.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/thread_pool.h"
+#include "runtime/model_tokenizer.h"
 #include "server/api.h"
 
 namespace lockstep::server {
 namespace {
-
-// eos_token_id of config.json (an id or a list of ids); none if absent.
-std::vector<uint32_t> ReadEos(const std::string& config_path) {
-  std::ifstream in(config_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  std::vector<uint32_t> eos;
-  if (!j.is_object() || !j.contains("eos_token_id")) return eos;
-  const nlohmann::json& e = j["eos_token_id"];
-  if (e.is_number_unsigned()) eos.push_back(e.get<uint32_t>());
-  if (e.is_array()) {
-    for (const auto& v : e) {
-      if (v.is_number_unsigned()) eos.push_back(v.get<uint32_t>());
-    }
-  }
-  return eos;
-}
 
 std::string BaseName(std::string dir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
@@ -45,11 +24,17 @@ Status Serve(const ServeOptions& o, const lockstep::ModelInfo& model, SchedulerB
              std::string plan, std::vector<StageInfo> stages) {
   std::optional<Tokenizer> tokenizer;
   if (model.files.has_tokenizer) {
-    LOCKSTEP_ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::FromFile(model.files.tokenizer_path));
-    tokenizer = std::move(t);
+    Result<Tokenizer> t = runtime::LoadModelTokenizer(model.files);
+    if (t.ok()) {
+      tokenizer = std::move(t).value();
+    } else if (!model.files.gguf) {
+      return t.status();
+    } else {
+      std::cerr << "lockstep serve: text disabled (token ids only): " << t.status().message() << "\n";
+    }
   }
   ApiContext ctx;
-  Result<ChatTemplate> chat = ChatTemplate::FromModelDir(o.model_dir);
+  Result<ChatTemplate> chat = ChatTemplate::FromModel(model.files);
   if (chat.ok()) {
     ctx.model.chat_error.clear();
   } else {
@@ -63,7 +48,7 @@ Status Serve(const ServeOptions& o, const lockstep::ModelInfo& model, SchedulerB
   ctx.model.max_prompt_tokens = limits.max_prompt_tokens;
   ctx.model.tokenizer = tokenizer ? &*tokenizer : nullptr;
   ctx.model.chat = chat.ok() ? &*chat : nullptr;
-  ctx.eos = ReadEos(model.files.config_path);
+  ctx.eos = runtime::ModelEosIds(model.files);
   ctx.seed = model.Seed();
   ctx.plan = std::move(plan);
   ctx.stages = std::move(stages);
