@@ -6,9 +6,9 @@ namespace lockstep::ops {
 namespace {
 
 #if defined(__x86_64__)
-bool HasAvx2() {
+bool HasAvx2() {  // with F16C (kF16 weights and quantized scales)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
 }
 bool HasAvx512() {
   __builtin_cpu_init();

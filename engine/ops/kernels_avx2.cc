@@ -1,4 +1,4 @@
-// AVX2 kernels (x86-64 only; compiled with -mavx2 -mno-fma and
+// AVX2 kernels (x86-64 only; compiled with -mavx2 -mf16c -mno-fma and
 // -ffp-contract=off, so every mul and add stays separate).
 #include <immintrin.h>
 
@@ -6,6 +6,7 @@
 #include "engine/ops/kernels_isa.h"
 #include "engine/ops/panel_matmul_impl.h"
 #include "engine/ops/pinned_math.h"
+#include "engine/ops/quant_matmul_impl.h"
 
 namespace lockstep::ops {
 namespace {
@@ -98,8 +99,34 @@ struct Avx2 {
                                                 _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
   }
   static V Add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  // F16C's vcvtph2ps: exact for every half, subnormals too (it ignores DAZ).
+  static V LoadF16(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  using VI = __m256i;
+  static VI LoadU8(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static VI LoadI8(const uint8_t* p) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static V ToF32(VI v) { return _mm256_cvtepi32_ps(v); }
+  template <int n>
+  static VI Srl(VI v) { return _mm256_srli_epi32(v, n); }
+  template <int n>
+  static VI Sll(VI v) { return _mm256_slli_epi32(v, n); }
+  static VI And(VI v, int mask) { return _mm256_and_si256(v, _mm256_set1_epi32(mask)); }
+  static VI Or(VI a, VI b) { return _mm256_or_si256(a, b); }
+  static VI SubI(VI v, int n) { return _mm256_sub_epi32(v, _mm256_set1_epi32(n)); }
+  template <int bias>
+  static V Nib(VI v) {  // f32((v & 15) + bias)
+    const VI q = And(v, 15);
+    if constexpr (bias == 0) return ToF32(q);
+    else return ToF32(_mm256_add_epi32(q, _mm256_set1_epi32(bias)));
+  }
   static __m256i Indices(size_t stride) {
     const int s = static_cast<int>(stride);
     return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(s));
@@ -110,8 +137,10 @@ struct Avx2 {
 };
 
 // Decode: 2 panels (8 ymm chains); prefill: 2 ymm x 4 tokens.
+// Quantized weights: decode 2 panels; more tokens 2 ymm x 4 tokens.
 void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
                   float* y, size_t ys) {
+  if (QuantPanelOf(w.type()) != nullptr) return quant_impl::Matmul<Avx2, 2, 2, 4>(w, p0, p1, x, n_tok, y, ys);
   panel_impl::MatmulPacked<Avx2, 2, 2, 4>(w, p0, p1, x, n_tok, y, ys);
 }
 

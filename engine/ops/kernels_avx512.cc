@@ -6,6 +6,7 @@
 #include "engine/ops/kernels_isa.h"
 #include "engine/ops/panel_matmul_impl.h"
 #include "engine/ops/pinned_math.h"
+#include "engine/ops/quant_matmul_impl.h"
 
 namespace lockstep::ops {
 namespace {
@@ -94,8 +95,36 @@ struct Avx512 {
         _mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
   }
   static V Add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V Sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  // vcvtph2ps: exact for every half, subnormals too (it ignores DAZ).
+  static V LoadF16(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  using VI = __m512i;
+  static VI LoadU8(const uint8_t* p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static VI LoadI8(const uint8_t* p) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static V ToF32(VI v) { return _mm512_cvtepi32_ps(v); }
+  template <int n>
+  static VI Srl(VI v) { return _mm512_srli_epi32(v, n); }
+  template <int n>
+  static VI Sll(VI v) { return _mm512_slli_epi32(v, n); }
+  static VI And(VI v, int mask) { return _mm512_and_si512(v, _mm512_set1_epi32(mask)); }
+  static VI Or(VI a, VI b) { return _mm512_or_si512(a, b); }
+  static VI SubI(VI v, int n) { return _mm512_sub_epi32(v, _mm512_set1_epi32(n)); }
+  // f32((v & 15) + bias): vpermps reads only the index's low 4 bits.
+  template <int bias>
+  static V Nib(VI v) {
+    const __m512 table = _mm512_setr_ps(bias + 0, bias + 1, bias + 2, bias + 3, bias + 4, bias + 5,
+                                        bias + 6, bias + 7, bias + 8, bias + 9, bias + 10, bias + 11,
+                                        bias + 12, bias + 13, bias + 14, bias + 15);
+    return _mm512_permutexvar_ps(v, table);
+  }
   static __m512i Indices(size_t stride) {
     const int s = static_cast<int>(stride);
     return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -111,8 +140,11 @@ struct Avx512 {
 // each broadcast feeding 4 vectors). A zmm broadcast takes an FP pipe slot
 // like a mul or an add (AMD Zen 4), so feeding 2 vectors per broadcast ran
 // at ~75 % of the no-FMA peak in cache and 4 per broadcast at ~86 %.
+// Quantized weights: decode 2 panels; more tokens a panel's 2 zmm x 6
+// tokens (the dequantized weights feed 6 products each).
 void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
                   float* y, size_t ys) {
+  if (QuantPanelOf(w.type()) != nullptr) return quant_impl::Matmul<Avx512, 2, 2, 6>(w, p0, p1, x, n_tok, y, ys);
   panel_impl::MatmulPacked<Avx512, 2, 2, 8, 2, 6>(w, p0, p1, x, n_tok, y, ys);
 }
 

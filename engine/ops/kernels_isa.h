@@ -8,7 +8,7 @@
 namespace lockstep::ops {
 
 #if defined(__x86_64__)
-const Kernels& Avx2Kernels();    // REQUIRES: CPU has AVX2
+const Kernels& Avx2Kernels();    // REQUIRES: CPU has AVX2 and F16C
 const Kernels& Avx512Kernels();  // REQUIRES: CPU has AVX-512 F and BW
 #endif
 #if defined(__aarch64__)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -11,6 +12,8 @@
 
 #include "engine/ops/huge_pages.h"
 #include "engine/ops/pack_bf16.h"
+#include "engine/ops/quant_blocks.h"
+#include "engine/ops/quant_panel.h"
 #include "engine/ops/thread_pool.h"
 
 namespace lockstep::ops {
@@ -45,11 +48,47 @@ bool ForPanelsAndRows(size_t r, size_t n, Whole&& whole, Row&& row) {
   return true;
 }
 
+struct TypeRow {
+  WeightType type;
+  GgmlType ggml;
+  const QuantPanel* panel;  // quantized types only
+};
+constexpr TypeRow kTypes[] = {
+    {WeightType::kF32, GgmlType::kF32, nullptr},       {WeightType::kBf16, GgmlType::kBF16, nullptr},
+    {WeightType::kF16, GgmlType::kF16, nullptr},       {WeightType::kQ8_0, GgmlType::kQ8_0, &kQ8_0Panel},
+    {WeightType::kQ4_0, GgmlType::kQ4_0, &kQ4_0Panel}, {WeightType::kQ4_K, GgmlType::kQ4_K, &kQ4_KPanel},
+    {WeightType::kQ5_K, GgmlType::kQ5_K, &kQ5_KPanel}, {WeightType::kQ6_K, GgmlType::kQ6_K, &kQ6_KPanel},
+};
+
+const TypeRow& RowOf(WeightType type) { return kTypes[static_cast<size_t>(type)]; }
+
 }  // namespace
+
+GgmlType GgmlTypeOf(WeightType type) { return RowOf(type).ggml; }
+
+WeightType WeightTypeOf(GgmlType t) {
+  for (const TypeRow& r : kTypes) {
+    if (r.ggml == t) return r.type;
+  }
+  assert(false && "WeightTypeOf: a GgmlType outside E2.3");
+  return WeightType::kF32;
+}
+
+const QuantPanel* QuantPanelOf(WeightType type) { return RowOf(type).panel; }
+
+Status PackedMatrix::CheckCols(WeightType type, size_t cols, const std::string& what) {
+  return CheckRowLength(GgmlTypeOf(type), cols, what.c_str());
+}
+
+size_t PackedMatrix::PanelBytes() const {
+  if (const QuantPanel* q = QuantPanelOf(type_)) return cols_ / q->block * q->BlockBytes();
+  return kPanelRows * cols_ * (type_ == WeightType::kF32 ? 4 : 2);
+}
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
 void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type, Populate when) {
+  assert(CheckCols(type, cols, "PackedMatrix").ok());
   rows_ = rows;
   cols_ = cols;
   type_ = type;
@@ -67,7 +106,7 @@ void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type, Populate 
   }
   // Only the last panel can hold padding rows; the rest is written by the
   // packers, so zero just that panel (and the rounding slack).
-  const size_t tail = (panels() - 1) * kPanelRows * cols * ElementBytes();
+  const size_t tail = (panels() - 1) * PanelBytes();
   std::memset(static_cast<uint8_t*>(p) + tail, 0, rounded - tail);
 }
 
@@ -155,6 +194,30 @@ void PackedMatrix::PackBf16Range(size_t r, const uint8_t* src, size_t n) {
   });
 }
 
+void PackedMatrix::PackRows(size_t r0, std::span<const uint8_t> bytes, ThreadPool* pool) {
+  if (type_ == WeightType::kF32) return PackF32Rows(r0, bytes);
+  if (type_ == WeightType::kBf16) return PackBf16Rows(r0, bytes, pool);
+  const size_t row_bytes = GgmlRowBytes(GgmlTypeOf(type_), cols_);
+  const size_t n = row_bytes == 0 ? 0 : bytes.size() / row_bytes;
+  assert(r0 + n <= rows_);
+  ForEachChunk(pool, n, kPanelRows * 8, [&](size_t b, size_t e, size_t) {
+    PackGgufRange(r0 + b, bytes.data() + b * row_bytes, e - b);
+  });
+}
+
+void PackedMatrix::PackGgufRange(size_t r, const uint8_t* src, size_t n) {
+  const size_t row_bytes = GgmlRowBytes(GgmlTypeOf(type_), cols_);
+  for (size_t i = 0; i < n; ++i, src += row_bytes) {
+    const size_t row = r + i;
+    if (const QuantPanel* q = QuantPanelOf(type_)) {
+      PackQuantRow(*q, src, cols_, mutable_panel(row / kPanelRows), row % kPanelRows);
+      continue;
+    }
+    uint8_t* dst = data_.get() + 2 * Index(row, 0);  // kF16: halves kept
+    for (size_t k = 0; k < cols_; ++k) std::memcpy(dst + 2 * k * kPanelRows, src + 2 * k, 2);
+  }
+}
+
 PackedMatrix PackedMatrix::View(std::shared_ptr<const void> owner, const uint8_t* bytes,
                                 size_t rows, size_t cols, WeightType type) {
   PackedMatrix m;
@@ -189,9 +252,13 @@ bool PackedMatrix::SameAsBf16Rows(size_t r0, std::span<const uint8_t> bytes) con
 }
 
 float PackedMatrix::At(size_t r, size_t k) const {
+  if (const QuantPanel* q = QuantPanelOf(type_)) {
+    return QuantPanelValue(*q, panel(r / kPanelRows), cols_, r % kPanelRows, k);
+  }
   const size_t i = Index(r, k);
   if (type_ == WeightType::kF32) return reinterpret_cast<const float*>(base())[i];
-  return BitsToFloat(WidenBits(reinterpret_cast<const uint16_t*>(base())[i]));
+  const uint16_t h = reinterpret_cast<const uint16_t*>(base())[i];
+  return type_ == WeightType::kF16 ? F16ToF32(h) : BitsToFloat(WidenBits(h));
 }
 
 void PackedMatrix::CopyRow(size_t r, float* out) const {

@@ -18,6 +18,14 @@
 // in-lane op: `word << 16` (rows j..) or `word & 0xFFFF0000` (rows 16+j..),
 // both exactly the §4.1 widening; no cross-lane shuffle, one load.
 //
+// f16 (kF16): IEEE halves as loaded, rows in order within a k-row, widened
+// in registers exactly (subnormal halves included: E2.3).
+//
+// Quantized (kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K): GGUF blocks repacked
+// across the panel's rows at about the file's size (quant_panel.h), each
+// weight dequantized in registers to E2.3's f32 value. cols is a multiple
+// of the type's block (CheckCols).
+//
 // Storage is owned (64-byte aligned, huge pages advised when large) or, for
 // View, bytes someone else keeps alive (a mapped weight cache).
 // Move-only, immutable after construction, thread-safe to read.
@@ -27,7 +35,12 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
+
+#include "base/status.h"
+#include "engine/ops/quant_blocks.h"
+#include "engine/ops/quant_panel.h"
 
 namespace lockstep::ops {
 
@@ -38,7 +51,14 @@ constexpr size_t Bf16Slot(size_t i) {
   return i < kPanelRows / 2 ? 2 * i : 2 * (i - kPanelRows / 2) + 1;
 }
 
-enum class WeightType : uint8_t { kF32, kBf16 };
+enum class WeightType : uint8_t { kF32, kBf16, kF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
+
+// The GGUF type whose rows PackRows takes for `type` (F32, BF16, F16, ...).
+GgmlType GgmlTypeOf(WeightType type);
+// The resident type that keeps GGUF type `t` at its own size.
+WeightType WeightTypeOf(GgmlType t);
+// The panel layout of a quantized type; nullptr for kF32, kBf16, kF16.
+const QuantPanel* QuantPanelOf(WeightType type);
 
 class ThreadPool;
 
@@ -62,8 +82,12 @@ class PackedMatrix {
   // PopulatePages, so a loader can fault many matrices in from several
   // threads.
   enum class Populate : uint8_t { kNow, kLater };
+  // REQUIRES cols % BlockOf(GgmlTypeOf(type)).elems == 0 (CheckCols).
   static PackedMatrix Allocated(size_t rows, size_t cols, WeightType type,
                                 Populate when = Populate::kNow);
+  // Invalid, naming `what` and the type, unless a matrix of `cols`
+  // columns can hold `type` (whole blocks per row).
+  static Status CheckCols(WeightType type, size_t cols, const std::string& what);
   // The matrix stored at `bytes` in this layout (bytes() of them, 64-byte
   // aligned), kept alive by `owner`; nothing is copied. Such a matrix is
   // never packed into: check it with SameAsBf16Rows.
@@ -94,26 +118,36 @@ class PackedMatrix {
   // (4 * n * cols bytes, any alignment), bits kept. REQUIRES type() == kF32,
   // r0 + n <= rows. Distinct row ranges may be packed from different threads.
   void PackF32Rows(size_t r0, std::span<const uint8_t> bytes);
+  // Packs rows [r0, r0 + n) from n whole rows in the GGUF layout of
+  // GgmlTypeOf(type()) (each cols / block blocks, rows one after another:
+  // n * GgmlRowBytes(...) bytes, any alignment). Each row lands where its
+  // index says, so rows may be packed one at a time in any order. REQUIRES
+  // r0 + n <= rows. Distinct rows may be packed from different threads at
+  // once (no two rows share a byte); with a pool, rows are packed in
+  // parallel (the result is the same).
+  void PackRows(size_t r0, std::span<const uint8_t> bytes, ThreadPool* pool = nullptr);
 
   size_t rows() const { return rows_; }
   size_t cols() const { return cols_; }
   size_t panels() const { return (rows_ + kPanelRows - 1) / kPanelRows; }
   WeightType type() const { return type_; }
   bool empty() const { return rows_ == 0; }
-  // Bytes of weight storage streamed by one pass over the matrix.
-  size_t bytes() const { return panels() * kPanelRows * cols_ * ElementBytes(); }
-  size_t ElementBytes() const { return type_ == WeightType::kF32 ? 4 : 2; }
+  // Bytes of weight storage streamed by one pass over the matrix: what is
+  // resident (padding rows of the last panel included).
+  size_t bytes() const { return panels() * PanelBytes(); }
+  // Bytes of one panel.
+  size_t PanelBytes() const;
 
   // Panel p: [cols][kPanelRows] (bf16 rows in Bf16Slot order). REQUIRES
   // the matching type(), p < panels().
-  const float* f32_panel(size_t p) const {
-    return reinterpret_cast<const float*>(base()) + p * kPanelRows * cols_;
-  }
-  const uint16_t* bf16_panel(size_t p) const {
-    return reinterpret_cast<const uint16_t*>(base()) + p * kPanelRows * cols_;
-  }
+  const float* f32_panel(size_t p) const { return reinterpret_cast<const float*>(panel(p)); }
+  const uint16_t* bf16_panel(size_t p) const { return reinterpret_cast<const uint16_t*>(panel(p)); }
+  const uint16_t* f16_panel(size_t p) const { return reinterpret_cast<const uint16_t*>(panel(p)); }
+  // Panel p's bytes, in the layout of type() (quant_panel.h when quantized).
+  const uint8_t* panel(size_t p) const { return base() + p * PanelBytes(); }
 
-  // w[r][k] as f32 (widened if bf16). REQUIRES r < rows, k < cols.
+  // w[r][k] as f32 (widened if bf16 or f16, E2.3's value if quantized).
+  // REQUIRES r < rows, k < cols.
   float At(size_t r, size_t k) const;
   // out[k] = w[r][k] for k < cols (an embedding lookup, §2.5).
   void CopyRow(size_t r, float* out) const;
@@ -125,7 +159,11 @@ class PackedMatrix {
   void Allocate(size_t rows, size_t cols, WeightType type, Populate when);
   // Rows [r, r + n) of a kBf16 matrix from n row-major rows at src.
   void PackBf16Range(size_t r, const uint8_t* src, size_t n);
+  // Rows [r, r + n) of a kF16 or quantized matrix from n GGUF rows at src.
+  void PackGgufRange(size_t r, const uint8_t* src, size_t n);
+  uint8_t* mutable_panel(size_t p) { return data_.get() + p * PanelBytes(); }
   const uint8_t* base() const { return view_ != nullptr ? view_ : data_.get(); }
+  // Element index of w[r][k] in a kF32, kBf16 or kF16 matrix.
   size_t Index(size_t r, size_t k) const {
     const size_t i = r % kPanelRows;
     return (r / kPanelRows) * kPanelRows * cols_ + k * kPanelRows +

@@ -2,8 +2,9 @@
 //   I::V, I::kLanes, Zero(), Broadcast(f), Load(const float*),
 //   WidenLow(const uint16_t*) / WidenHigh(const uint16_t*) (kLanes 32-bit
 //   words, each word's low / high bf16 widened by §4.1: `w << 16` /
-//   `w & 0xFFFF0000`), Add, Mul, Store, and for the row-major `matmul` slot
-//   Indices/Gather.
+//   `w & 0xFFFF0000`), LoadF16(const uint8_t*) (kLanes f16 widened
+//   exactly, subnormal halves included whatever DAZ says), Add, Mul, Store,
+//   and for the row-major `matmul` slot Indices/Gather.
 // Each lane owns one row and sums it strictly in k order (mul, then add:
 // two roundings, §5.1); several panels/tokens are in flight to hide the add
 // latency. Included by the per-ISA translation units, whose traits types
@@ -40,6 +41,15 @@ inline typename I::V LoadRows(const uint16_t* krow) {
   constexpr int H = static_cast<int>(kPanelRows / 2 / I::kLanes);
   if constexpr (v < H) return I::WidenLow(krow + 2 * v * I::kLanes);
   else return I::WidenHigh(krow + 2 * (v - H) * I::kLanes);
+}
+
+// An f16 element of a kF16 panel (rows in order within a k-row).
+struct Half {
+  uint16_t bits;
+};
+template <class I, int v>
+inline typename I::V LoadRows(const Half* krow) {
+  return I::LoadF16(reinterpret_cast<const uint8_t*>(krow + v * I::kLanes));
 }
 
 // acc[p][v][t] += w(p, V0 + v) * x[t][k] for one k: mul, then add.
@@ -97,6 +107,9 @@ inline const float* PanelOf(const PackedMatrix& w, size_t p, const float*) {
 }
 inline const uint16_t* PanelOf(const PackedMatrix& w, size_t p, const uint16_t*) {
   return w.bf16_panel(p);
+}
+inline const Half* PanelOf(const PackedMatrix& w, size_t p, const Half*) {
+  return reinterpret_cast<const Half*>(w.f16_panel(p));
 }
 
 // Copies the valid rows of tmp[p][t][kPanelRows] (panels p0.., NT tokens).
@@ -220,13 +233,16 @@ void MatmulPackedT(const PackedMatrix& w, size_t p0, size_t p1, const float* x, 
   }
 }
 
+// kF32, kBf16 and kF16 (quantized types: quant_matmul_impl.h).
 template <class I, int NPD, int RVP, int NTP, int NPP = 1, int NTPP = 1>
 void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
                   float* y, size_t ys) {
   if (w.type() == WeightType::kF32) {
     MatmulPackedT<I, float, NPD, RVP, NTP, NPP, NTPP>(w, p0, p1, x, n_tok, y, ys);
-  } else {
+  } else if (w.type() == WeightType::kBf16) {
     MatmulPackedT<I, uint16_t, NPD, RVP, NTP, NPP, NTPP>(w, p0, p1, x, n_tok, y, ys);
+  } else {
+    MatmulPackedT<I, Half, NPD, RVP, NTP, NPP, NTPP>(w, p0, p1, x, n_tok, y, ys);
   }
 }
 
