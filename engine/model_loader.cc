@@ -15,15 +15,51 @@ WitnessSeed ModelInfo::Seed() const {
                      inv_freq_table_digest};
 }
 
+namespace {
+
+// E4's sizes, whatever the config came from: Invalid naming the field.
+Status CheckMoe(const ModelConfig& c) {
+  const ConfigLimits& l = kConfigLimits;
+  const MoeConfig& m = c.moe;
+  if (m.num_experts < 0 || m.num_experts > l.num_experts) {
+    return InvalidError("num_experts " + std::to_string(m.num_experts) + " is not in [0, " +
+                        std::to_string(l.num_experts) + "]");
+  }
+  if (!c.is_moe()) {
+    if (c.intermediate_size <= 0 || c.intermediate_size > l.intermediate_size) {
+      return InvalidError("intermediate_size " + std::to_string(c.intermediate_size) +
+                          " is not in [1, " + std::to_string(l.intermediate_size) + "]");
+    }
+    return Status::Ok();
+  }
+  if (m.experts_per_tok < 1 || m.experts_per_tok > m.num_experts) {
+    return InvalidError("num_experts_per_tok " + std::to_string(m.experts_per_tok) +
+                        " is not in [1, num_experts " + std::to_string(m.num_experts) + "]");
+  }
+  if (m.intermediate_size <= 0 || m.intermediate_size > l.intermediate_size) {
+    return InvalidError("moe_intermediate_size " + std::to_string(m.intermediate_size) +
+                        " is not in [1, " + std::to_string(l.intermediate_size) + "]");
+  }
+  if (int64_t{m.num_experts} * c.num_layers > l.expert_layers) {
+    return InvalidError("num_experts " + std::to_string(m.num_experts) + " on " +
+                        std::to_string(c.num_layers) + " layers is over the limit of " +
+                        std::to_string(l.expert_layers) + " expert layers");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status CheckSupported(const ModelConfig& c) {
-  if (c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 1024) {
+  if (c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > kConfigLimits.head_dim) {
     return UnimplementedError("head_dim " + std::to_string(c.head_dim) +
-                              " is not supported (even, at most 1024)");
+                              " is not supported (even, at most " +
+                              std::to_string(kConfigLimits.head_dim) + ")");
   }
   if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0) {
     return InvalidError("num_attention_heads must be a multiple of num_key_value_heads");
   }
-  return Status::Ok();
+  return CheckMoe(c);
 }
 
 namespace {

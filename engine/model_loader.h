@@ -67,7 +67,9 @@ Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins,
 // Empty for a single safetensors file. REQUIRES a validated spec.
 Result<std::vector<FileDigest>> StageWeightFiles(const ModelInfo& model, const StageSpec& spec);
 
-// Validates the config for the forward pass (head_dim limits etc.).
+// Validates a config (parsed, or built from another format) for the
+// forward pass: head_dim limits, the MLP sizes, E4's expert counts;
+// Invalid naming the field.
 Status CheckSupported(const ModelConfig& config);
 
 // How a Stage computes. Every choice gives the same bits (CIS-2 §5);

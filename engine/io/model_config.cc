@@ -3,9 +3,11 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "engine/io/json_util.h"
 #include "engine/io/sliding_window.h"
@@ -14,6 +16,10 @@ namespace lockstep {
 namespace {
 
 using nlohmann::json;
+
+constexpr const char* kQwen3 = "qwen3";
+constexpr const char* kQwen3Moe = "qwen3_moe";
+constexpr int kQwen3DefaultHeadDim = 128;
 
 // Typed access to the top-level fields of one config object.
 class Fields {
@@ -78,8 +84,10 @@ class Fields {
 Status ParseSizes(const Fields& f, ModelConfig& c) {
   const ConfigLimits& l = kConfigLimits;
   LOCKSTEP_ASSIGN_OR_RETURN(c.hidden_size, f.PositiveInt("hidden_size", l.hidden_size));
-  LOCKSTEP_ASSIGN_OR_RETURN(c.intermediate_size,
-                            f.PositiveInt("intermediate_size", l.intermediate_size));
+  if (c.model_type != kQwen3Moe || f.Has("intermediate_size")) {  // unused by E4's layers
+    LOCKSTEP_ASSIGN_OR_RETURN(c.intermediate_size,
+                              f.PositiveInt("intermediate_size", l.intermediate_size));
+  }
   LOCKSTEP_ASSIGN_OR_RETURN(c.num_layers, f.PositiveInt("num_hidden_layers", l.num_layers));
   LOCKSTEP_ASSIGN_OR_RETURN(c.num_heads, f.PositiveInt("num_attention_heads", l.num_heads));
   c.num_kv_heads = c.num_heads;
@@ -100,6 +108,8 @@ Status ParseHeads(const Fields& f, ModelConfig& c) {
   }
   if (f.Has("head_dim")) {
     LOCKSTEP_ASSIGN_OR_RETURN(c.head_dim, f.PositiveInt("head_dim", kConfigLimits.head_dim));
+  } else if (c.qk_norm) {
+    c.head_dim = kQwen3DefaultHeadDim;  // E3: HF's Qwen3 default, not hidden/heads
   } else if (c.hidden_size % c.num_heads != 0) {
     return f.Error("num_attention_heads",
                    std::to_string(c.num_heads) + " does not divide hidden_size " +
@@ -120,6 +130,67 @@ Status CheckSupported(const Fields& f) {
   if (*act != "silu") return f.Unsupported("hidden_act", "\"" + *act + "\" (only silu)");
   LOCKSTEP_ASSIGN_OR_RETURN(bool interleaved, f.Bool("rope_interleaved", false));
   if (interleaved) return f.Unsupported("rope_interleaved", "interleaved RoPE");
+  return Status::Ok();
+}
+
+// model_type, and `architectures` agreeing with it where a class names a
+// family computed differently (E3/E4); qk_norm follows.
+Status ParseArchitecture(const Fields& f, ModelConfig& c) {
+  LOCKSTEP_ASSIGN_OR_RETURN(c.model_type, f.String("model_type", ""));
+  static constexpr std::pair<const char*, const char*> kClasses[] = {
+      {"Qwen3ForCausalLM", kQwen3}, {"Qwen3MoeForCausalLM", kQwen3Moe}};
+  if (f.Has("architectures")) {
+    const json& a = f.root()["architectures"];
+    if (!a.is_array()) return f.Error("architectures", "is not an array");
+    for (const json& name : a) {
+      if (!name.is_string()) return f.Error("architectures", "holds a non-string " + name.dump());
+      for (const auto& [cls, type] : kClasses) {
+        if (name.get<std::string>() != cls) continue;
+        if (c.model_type.empty()) c.model_type = type;
+        if (c.model_type != type) {
+          return f.Error("architectures", std::string(cls) + " is not model_type \"" +
+                                              c.model_type + "\" (it is \"" + type + "\")");
+        }
+      }
+    }
+  }
+  c.qk_norm = c.model_type == kQwen3 || c.model_type == kQwen3Moe;
+  return Status::Ok();
+}
+
+// E4's fields on a qwen3_moe config (ignored on any other): every layer
+// sparse, 1 <= k <= E, and no more expert tensors than the limits allow.
+Status ParseMoe(const Fields& f, ModelConfig& c) {
+  if (c.model_type != kQwen3Moe) return Status::Ok();
+  const ConfigLimits& l = kConfigLimits;
+  MoeConfig& m = c.moe;
+  LOCKSTEP_ASSIGN_OR_RETURN(m.num_experts, f.PositiveInt("num_experts", l.num_experts));
+  LOCKSTEP_ASSIGN_OR_RETURN(m.experts_per_tok,
+                            f.PositiveInt("num_experts_per_tok", l.num_experts));
+  if (m.experts_per_tok > m.num_experts) {
+    return f.Error("num_experts_per_tok", std::to_string(m.experts_per_tok) +
+                                              " is more than num_experts " +
+                                              std::to_string(m.num_experts));
+  }
+  if (int64_t{m.num_experts} * c.num_layers > l.expert_layers) {
+    return f.Error("num_experts", std::to_string(m.num_experts) + " experts on each of " +
+                                      std::to_string(c.num_layers) + " layers is over the limit of " +
+                                      std::to_string(l.expert_layers) + " expert layers");
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(m.intermediate_size,
+                            f.PositiveInt("moe_intermediate_size", l.intermediate_size));
+  LOCKSTEP_ASSIGN_OR_RETURN(m.norm_topk_prob, f.Bool("norm_topk_prob", false));
+  if (f.Has("decoder_sparse_step")) {
+    LOCKSTEP_ASSIGN_OR_RETURN(int step, f.PositiveInt("decoder_sparse_step", l.num_layers));
+    if (step != 1) return f.Unsupported("decoder_sparse_step", std::to_string(step) + " (only 1: every layer sparse)");
+  }
+  if (f.Has("mlp_only_layers")) {
+    const json& dense = f.root()["mlp_only_layers"];
+    if (!dense.is_array()) return f.Error("mlp_only_layers", "is not an array");
+    if (!dense.empty()) {
+      return f.Unsupported("mlp_only_layers", dense.dump() + " (every layer must be sparse)");
+    }
+  }
   return Status::Ok();
 }
 
@@ -164,10 +235,11 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text,
   if (!root.is_object()) return InvalidError(source_name + ": not a JSON object");
   Fields f(root, source_name);
   ModelConfig c;
-  LOCKSTEP_ASSIGN_OR_RETURN(c.model_type, f.String("model_type", ""));
+  LOCKSTEP_RETURN_IF_ERROR(ParseArchitecture(f, c));
   LOCKSTEP_RETURN_IF_ERROR(CheckSupported(f));
   LOCKSTEP_RETURN_IF_ERROR(ParseSizes(f, c));
   LOCKSTEP_RETURN_IF_ERROR(ParseHeads(f, c));
+  LOCKSTEP_RETURN_IF_ERROR(ParseMoe(f, c));
   LOCKSTEP_ASSIGN_OR_RETURN(c.rms_norm_eps, f.PositiveFloat("rms_norm_eps"));
   LOCKSTEP_ASSIGN_OR_RETURN(c.rope_theta, f.PositiveFloat("rope_theta"));
   LOCKSTEP_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
