@@ -72,15 +72,21 @@ class Keys {
   const std::string arch_;
 };
 
-Result<std::string> Architecture(const GgufFile& f) {
+// general.architecture and the model_type it stands for (E2.2, E3).
+struct Arch {
+  const char* gguf;
+  const char* model_type;
+};
+constexpr Arch kArchs[] = {
+    {"llama", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"}, {"qwen3moe", "qwen3_moe"}};
+
+Result<Arch> Architecture(const GgufFile& f) {
   const GgufValue* a = f.Find("general.architecture");
   const std::string where = f.path() + ": key \"general.architecture\"";
   if (a == nullptr) return InvalidError(where + ": missing");
   if (a->type != GgufType::kString) return InvalidError(where + ": is not a string");
-  if (a->string == "llama" || a->string == "qwen2") return a->string;
-  if (a->string == "qwen3" || a->string == "qwen3moe") {
-    return UnimplementedError(where + ": \"" + a->string +
-                              "\" (E3/E4) is not computed by this build; llama and qwen2 are");
+  for (const Arch& arch : kArchs) {
+    if (a->string == arch.gguf) return arch;
   }
   return UnimplementedError(where + ": \"" + a->string +
                             "\" is not one of llama, qwen2, qwen3, qwen3moe");
@@ -90,7 +96,10 @@ Status ParseSizes(const Keys& k, ModelConfig& c) {
   const ConfigLimits& l = kConfigLimits;
   LOCKSTEP_ASSIGN_OR_RETURN(c.num_layers, k.Size("block_count", l.num_layers));
   LOCKSTEP_ASSIGN_OR_RETURN(c.hidden_size, k.Size("embedding_length", l.hidden_size));
-  LOCKSTEP_ASSIGN_OR_RETURN(c.intermediate_size, k.Size("feed_forward_length", l.intermediate_size));
+  // A MoE model's dense width is unused (E4), absent or not.
+  LOCKSTEP_ASSIGN_OR_RETURN(c.intermediate_size,
+                            k.Size("feed_forward_length", l.intermediate_size,
+                                   c.model_type == "qwen3_moe" ? std::optional<int>(0) : std::nullopt));
   LOCKSTEP_ASSIGN_OR_RETURN(c.num_heads, k.Size("attention.head_count", l.num_heads));
   LOCKSTEP_ASSIGN_OR_RETURN(c.num_kv_heads,
                             k.Size("attention.head_count_kv", l.num_heads, c.num_heads));
@@ -128,6 +137,22 @@ Status ParseRope(const Keys& k, ModelConfig& c) {
                                                                  "\" (only absent or \"none\")")
                                     .message());
     }
+  }
+  return Status::Ok();
+}
+
+// qwen3moe's experts (E2.2, E4); norm_topk_prob absent: true.
+Status ParseExperts(const Keys& k, ModelConfig& c) {
+  if (c.model_type != "qwen3_moe") return Status::Ok();
+  const ConfigLimits& l = kConfigLimits;
+  LOCKSTEP_ASSIGN_OR_RETURN(c.moe.num_experts, k.Size("expert_count", l.num_experts));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.moe.experts_per_tok, k.Size("expert_used_count", l.num_experts));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.moe.intermediate_size,
+                            k.Size("expert_feed_forward_length", l.intermediate_size));
+  c.moe.norm_topk_prob = true;
+  if (const GgufValue* v = k.Find("expert_weights_norm")) {
+    if (v->type != GgufType::kBool) return k.Error("expert_weights_norm", "is not a bool");
+    c.moe.norm_topk_prob = v->bits != 0;
   }
   return Status::Ok();
 }
@@ -174,9 +199,12 @@ Status ReadRopeFreqs(const GgufFile& f, ModelConfig& c) {
 
 Result<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   ModelConfig c;
-  LOCKSTEP_ASSIGN_OR_RETURN(c.model_type, Architecture(f));
-  const Keys k(f, c.model_type);
+  LOCKSTEP_ASSIGN_OR_RETURN(const Arch arch, Architecture(f));
+  c.model_type = arch.model_type;
+  c.qk_norm = c.model_type == "qwen3" || c.model_type == "qwen3_moe";  // E3
+  const Keys k(f, arch.gguf);
   LOCKSTEP_RETURN_IF_ERROR(ParseSizes(k, c));
+  LOCKSTEP_RETURN_IF_ERROR(ParseExperts(k, c));
   LOCKSTEP_RETURN_IF_ERROR(ParseRope(k, c));
   LOCKSTEP_RETURN_IF_ERROR(ParseVocab(f, c));
   c.attention_bias = f.FindTensor("blk.0.attn_q.bias") != nullptr;
@@ -186,23 +214,33 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
 }
 
 std::vector<std::pair<std::string, GgufValue>> GgufConfigKeys(const ModelConfig& c) {
-  const std::string a = c.model_type + ".";
+  std::string arch = c.model_type;
+  for (const Arch& known : kArchs) {
+    if (c.model_type == known.model_type) arch = known.gguf;
+  }
+  const std::string a = arch + ".";
   auto u32 = [](int v) { return GgufU32(static_cast<uint32_t>(v)); };
   std::vector<std::pair<std::string, GgufValue>> keys = {
-      {"general.architecture", GgufString(c.model_type)},
+      {"general.architecture", GgufString(arch)},
       {a + "block_count", u32(c.num_layers)},
       {a + "context_length", u32(c.max_position_embeddings)},
       {a + "embedding_length", u32(c.hidden_size)},
-      {a + "feed_forward_length", u32(c.intermediate_size)},
       {a + "attention.head_count", u32(c.num_heads)},
       {a + "attention.head_count_kv", u32(c.num_kv_heads)},
       {a + "rope.freq_base", GgufF32(c.rope_theta)},
       {a + "attention.layer_norm_rms_epsilon", GgufF32(c.rms_norm_eps)},
       {a + "rope.dimension_count", u32(c.head_dim)},
   };
+  if (c.intermediate_size > 0) keys.push_back({a + "feed_forward_length", u32(c.intermediate_size)});
   if (c.head_dim * c.num_heads != c.hidden_size) {
     keys.push_back({a + "attention.key_length", u32(c.head_dim)});
     keys.push_back({a + "attention.value_length", u32(c.head_dim)});
+  }
+  if (c.is_moe()) {
+    keys.push_back({a + "expert_count", u32(c.moe.num_experts)});
+    keys.push_back({a + "expert_used_count", u32(c.moe.experts_per_tok)});
+    keys.push_back({a + "expert_feed_forward_length", u32(c.moe.intermediate_size)});
+    keys.push_back({a + "expert_weights_norm", GgufBool(c.moe.norm_topk_prob)});
   }
   return keys;
 }

@@ -78,7 +78,8 @@ std::optional<std::string> GgufNameOf(std::string_view hf) {
   }
   constexpr std::string_view kLayers = "model.layers.";
   if (hf.substr(0, kLayers.size()) != kLayers) return std::nullopt;
-  const auto split = SplitLayer("blk." + std::string(hf.substr(kLayers.size())));
+  const std::string as_blk = "blk." + std::string(hf.substr(kLayers.size()));
+  const auto split = SplitLayer(as_blk);
   if (!split) return std::nullopt;
   for (const Rename& r : kLayerTensors) {
     if (r.hf == split->second && !IsStack(r.gguf)) {

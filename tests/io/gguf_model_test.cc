@@ -139,6 +139,55 @@ TEST(GgufConfigTest, ArchitectureRopeScalingAndVocab) {
   ExpectRefused(no_embd, ErrorKind::kInvalid, "token_embd.weight\" not found");
 }
 
+TEST(GgufConfigTest, Qwen3AndQwen3MoeKeys) {
+  auto dense = ConfigOf(SmallLlama({{"general.architecture", GgufString("qwen3")},
+                                    {"qwen3.block_count", GgufU32(2)},
+                                    {"qwen3.context_length", GgufU32(256)},
+                                    {"qwen3.embedding_length", GgufU32(64)},
+                                    {"qwen3.feed_forward_length", GgufU32(128)},
+                                    {"qwen3.attention.head_count", GgufU32(4)},
+                                    {"qwen3.attention.key_length", GgufU32(32)},
+                                    {"qwen3.attention.layer_norm_rms_epsilon", GgufF32(1e-6f)}}));
+  ASSERT_TRUE(dense.ok()) << dense.status().ToString();
+  EXPECT_EQ(dense->model_type, "qwen3");
+  EXPECT_TRUE(dense->qk_norm);
+  EXPECT_EQ(dense->head_dim, 32);  // key_length, not hidden / heads
+  EXPECT_FALSE(dense->is_moe());
+  const std::vector<std::pair<std::string, GgufValue>> moe_keys = {
+      {"general.architecture", GgufString("qwen3moe")},
+      {"qwen3moe.block_count", GgufU32(2)},
+      {"qwen3moe.context_length", GgufU32(256)},
+      {"qwen3moe.embedding_length", GgufU32(64)},
+      {"qwen3moe.attention.head_count", GgufU32(4)},
+      {"qwen3moe.attention.layer_norm_rms_epsilon", GgufF32(1e-6f)},
+      {"qwen3moe.expert_count", GgufU32(8)},
+      {"qwen3moe.expert_used_count", GgufU32(2)},
+      {"qwen3moe.expert_feed_forward_length", GgufU32(32)}};
+  auto moe = ConfigOf(SmallLlama(moe_keys));
+  ASSERT_TRUE(moe.ok()) << moe.status().ToString();
+  EXPECT_EQ(moe->model_type, "qwen3_moe");
+  EXPECT_EQ(moe->moe.num_experts, 8);
+  EXPECT_EQ(moe->moe.experts_per_tok, 2);
+  EXPECT_EQ(moe->moe.intermediate_size, 32);
+  EXPECT_TRUE(moe->moe.norm_topk_prob);  // absent: true (llama.cpp renormalises)
+  EXPECT_EQ(moe->intermediate_size, 0);  // no feed_forward_length needed
+  auto keys = moe_keys;
+  keys.push_back({"qwen3moe.expert_weights_norm", GgufBool(false)});
+  EXPECT_FALSE(ConfigOf(SmallLlama(keys))->moe.norm_topk_prob);
+  keys.back() = {"qwen3moe.expert_weights_norm", GgufU32(0)};
+  ExpectRefused(SmallLlama(keys), ErrorKind::kInvalid, "expert_weights_norm\": is not a bool");
+  // The writer's keys read back.
+  auto round = ConfigOf([&] {
+    GgufWriter w;
+    for (const auto& [k, v] : GgufConfigKeys(*moe)) w.Set(k, v);
+    w.AddTensor("token_embd.weight", DType::kF32, {64, 10}, std::vector<uint8_t>(64 * 10 * 4, 0));
+    return w;
+  }());
+  ASSERT_TRUE(round.ok()) << round.status().ToString();
+  EXPECT_EQ(round->moe.num_experts, 8);
+  EXPECT_EQ(round->head_dim, 16);
+}
+
 TEST(GgufConfigTest, RopeFreqsAreReadAsTheConfigsDivisors) {
   GgufWriter w = SmallLlama();
   const std::vector<float> freqs = {1, 1, 2, 2, 4, 4, 8, 8};
