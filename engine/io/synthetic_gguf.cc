@@ -137,7 +137,7 @@ std::vector<Spec> Specs(const ModelConfig& c, bool with_bias, const GgufQuantMix
   auto add = [&](const std::string& hf, std::vector<uint64_t> ne, double center, double amp,
                  int heads = 0) {
     const std::string gguf = *GgufNameOf(hf);
-    const DType t = ne.size() == 1 ? DType::kF32 : GgufTypeFor(mix, gguf, c.num_layers, tied);
+    const DType t = ne.size() == 1 ? DType::kF32 : GgufTypeFor(mix, gguf, c.num_layers, tied, ne[0]);
     out.push_back({hf, gguf, std::move(ne), t, center, amp, llama ? heads : 0});
   };
   auto linear = [&](const std::string& hf, uint64_t rows, uint64_t cols, int heads = 0) {
@@ -202,7 +202,9 @@ Result<GgufQuantMix> GgufQuantMixByName(std::string_view name) {
                       "' (known: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m)");
 }
 
-DType GgufTypeFor(const GgufQuantMix& mix, std::string_view gguf, int layers, bool tied) {
+namespace {
+
+DType MixTypeFor(const GgufQuantMix& mix, std::string_view gguf, int layers, bool tied) {
   if (gguf == "output.weight" || (tied && gguf == "token_embd.weight")) return mix.output;
   if (gguf == "token_embd.weight") return mix.embedding;
   const std::optional<int> layer = GgufLayerOf(gguf);
@@ -213,6 +215,17 @@ DType GgufTypeFor(const GgufQuantMix& mix, std::string_view gguf, int layers, bo
     if (i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2) return mix.more_bits;
   }
   return mix.matrices;
+}
+
+}  // namespace
+
+DType GgufTypeFor(const GgufQuantMix& mix, std::string_view gguf, int layers, bool tied,
+                  uint64_t cols) {
+  const DType t = MixTypeFor(mix, gguf, layers, tied);
+  if (cols % static_cast<uint64_t>(DTypeBlockElems(t)) == 0) return t;
+  if (t == DType::kQ4_K) return DType::kQ4_0;
+  if (t == DType::kQ5_K || t == DType::kQ6_K) return DType::kQ8_0;
+  return t;
 }
 
 Status WriteSyntheticGguf(const std::string& path, const ModelConfig& cfg, bool with_bias,

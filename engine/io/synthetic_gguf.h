@@ -44,8 +44,13 @@ struct GgufQuantMix {
 // (i - n/8) % 3 == 2. Invalid naming the known ones otherwise.
 Result<GgufQuantMix> GgufQuantMixByName(std::string_view name);
 
-// The type `mix` gives a GGUF tensor of a model of `layers` layers.
-DType GgufTypeFor(const GgufQuantMix& mix, std::string_view gguf_name, int layers, bool tied);
+// The type `mix` gives a GGUF tensor of a model of `layers` layers whose
+// rows have `cols` elements. Rows that are not whole K-quant blocks (256)
+// fall back as llama.cpp's quantizer does where E2.3 has its fallback
+// (Q6_K -> Q8_0), else to the nearest E2.3 type (Q4_K -> Q4_0 where
+// llama.cpp writes Q5_0; Q5_K -> Q8_0 where it writes Q5_1).
+DType GgufTypeFor(const GgufQuantMix& mix, std::string_view gguf_name, int layers, bool tied,
+                  uint64_t cols);
 
 // Writes `path`: GgufConfigKeys(cfg), `extra` keys (the tokenizer's),
 // every tensor of cfg (q/k/v biases when `with_bias`, output.weight when

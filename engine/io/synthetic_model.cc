@@ -121,34 +121,44 @@ std::string SyntheticConfigJson(const SyntheticShape& s) {
   return j.dump(2) + "\n";
 }
 
-std::string Llama32_1BConfigJson() {
+namespace {
+
+// A Llama-3 family config.json as Hugging Face publishes them: the fields
+// the 3.1 and 3.2 releases share, llama3 rope_scaling, bfloat16.
+struct Llama3Shape {
+  int hidden, layers, heads, inter;
+  double rope_factor;
+  bool tied;
+};
+
+std::string Llama3ConfigJson(const Llama3Shape& s) {
   nlohmann::json j = {
       {"architectures", {"LlamaForCausalLM"}},
       {"attention_bias", false},
       {"attention_dropout", 0.0},
       {"bos_token_id", 128000},
       {"eos_token_id", {128001, 128008, 128009}},
-      {"head_dim", 64},
+      {"head_dim", s.hidden / s.heads},
       {"hidden_act", "silu"},
-      {"hidden_size", 2048},
+      {"hidden_size", s.hidden},
       {"initializer_range", 0.02},
-      {"intermediate_size", 8192},
+      {"intermediate_size", s.inter},
       {"max_position_embeddings", 131072},
       {"mlp_bias", false},
       {"model_type", "llama"},
-      {"num_attention_heads", 32},
-      {"num_hidden_layers", 16},
+      {"num_attention_heads", s.heads},
+      {"num_hidden_layers", s.layers},
       {"num_key_value_heads", 8},
       {"pretraining_tp", 1},
       {"rms_norm_eps", 1e-05},
       {"rope_scaling",
-       {{"factor", 32.0},
+       {{"factor", s.rope_factor},
         {"high_freq_factor", 4.0},
         {"low_freq_factor", 1.0},
         {"original_max_position_embeddings", 8192},
         {"rope_type", "llama3"}}},
       {"rope_theta", 500000.0},
-      {"tie_word_embeddings", true},
+      {"tie_word_embeddings", s.tied},
       {"torch_dtype", "bfloat16"},
       {"use_cache", true},
       {"vocab_size", 128256},
@@ -156,40 +166,11 @@ std::string Llama32_1BConfigJson() {
   return j.dump(2) + "\n";
 }
 
-std::string Llama31_8BConfigJson() {
-  nlohmann::json j = {
-      {"architectures", {"LlamaForCausalLM"}},
-      {"attention_bias", false},
-      {"attention_dropout", 0.0},
-      {"bos_token_id", 128000},
-      {"eos_token_id", {128001, 128008, 128009}},
-      {"head_dim", 128},
-      {"hidden_act", "silu"},
-      {"hidden_size", 4096},
-      {"initializer_range", 0.02},
-      {"intermediate_size", 14336},
-      {"max_position_embeddings", 131072},
-      {"mlp_bias", false},
-      {"model_type", "llama"},
-      {"num_attention_heads", 32},
-      {"num_hidden_layers", 32},
-      {"num_key_value_heads", 8},
-      {"pretraining_tp", 1},
-      {"rms_norm_eps", 1e-05},
-      {"rope_scaling",
-       {{"factor", 8.0},
-        {"high_freq_factor", 4.0},
-        {"low_freq_factor", 1.0},
-        {"original_max_position_embeddings", 8192},
-        {"rope_type", "llama3"}}},
-      {"rope_theta", 500000.0},
-      {"tie_word_embeddings", false},
-      {"torch_dtype", "bfloat16"},
-      {"use_cache", true},
-      {"vocab_size", 128256},
-  };
-  return j.dump(2) + "\n";
-}
+}  // namespace
+
+std::string Llama32_1BConfigJson() { return Llama3ConfigJson({2048, 16, 32, 8192, 32.0, true}); }
+
+std::string Llama31_8BConfigJson() { return Llama3ConfigJson({4096, 32, 32, 14336, 8.0, false}); }
 
 namespace {
 

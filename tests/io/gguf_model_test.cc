@@ -322,11 +322,23 @@ TEST(SyntheticGgufTest, QuantizedMixesAreValidFiles) {
     EXPECT_EQ(f->FindTensor("blk.0.attn_norm.weight")->dtype, DType::kF32);
     ASSERT_TRUE(Checkpoint::Open(path).ok());
   }
-  s.hidden = 64;  // rows of 64 are not whole K-quant blocks
-  auto small = ParseModelConfig(SyntheticConfigJson(s), "shape");
-  const Status st = WriteSyntheticGguf(dir + "/x.gguf", *small, false, *GgufQuantMixByName("q4_k"), 3, {});
+  // Rows of 576 are not whole K-quant blocks: llama.cpp's fallbacks, or
+  // the nearest E2.3 type.
+  s.hidden = 576, s.inter = 1536, s.heads = 9, s.kv_heads = 3;
+  auto smol = ParseModelConfig(SyntheticConfigJson(s), "shape");
+  ASSERT_TRUE(WriteSyntheticGguf(dir + "/smol.gguf", *smol, false, *GgufQuantMixByName("q4_k_m"), 3, {}).ok());
+  auto f = GgufFile::Open(dir + "/smol.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->FindTensor("blk.1.attn_q.weight")->dtype, DType::kQ4_0);     // Q4_K
+  EXPECT_EQ(f->FindTensor("blk.0.attn_v.weight")->dtype, DType::kQ8_0);     // Q6_K
+  EXPECT_EQ(f->FindTensor("blk.1.ffn_down.weight")->dtype, DType::kQ4_K);   // rows of 1536
+  EXPECT_EQ(f->FindTensor("blk.0.ffn_down.weight")->dtype, DType::kQ6_K);
+  EXPECT_EQ(f->FindTensor("token_embd.weight")->dtype, DType::kQ8_0);       // the tied output
+  s.hidden = 48, s.heads = 4, s.kv_heads = 2;  // rows of 48: not whole blocks of any quant type
+  auto tiny = ParseModelConfig(SyntheticConfigJson(s), "shape");
+  const Status st = WriteSyntheticGguf(dir + "/x.gguf", *tiny, false, *GgufQuantMixByName("q8_0"), 3, {});
   EXPECT_EQ(st.kind(), ErrorKind::kInvalid);
-  EXPECT_NE(st.message().find("not whole Q4_K blocks"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("not whole Q8_0 blocks"), std::string::npos) << st.ToString();
 }
 
 TEST(SyntheticGgufTest, F16RoundsToNearestEven) {

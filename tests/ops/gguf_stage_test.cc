@@ -82,7 +82,15 @@ TEST(GgufStage, EveryVariantGivesTheSameLogitsOnEveryType) {
     bool finite = true;
     for (float x : want) finite = finite && std::isfinite(x);
     EXPECT_TRUE(finite) << "a synthetic model's activations stay finite";
-    for (const Variant& v : AllVariants()) {
+    // Each ISA's kernels on the weights at their own type, one and three
+    // threads, and the packed-f32 path (AllVariants' full product is the
+    // conformance test's; the kernels' own equality is quant_kernels_test's).
+    std::vector<Variant> variants = {{"auto", 2, WeightFormat::kPackedF32}};
+    for (const std::string& isa : ops::AvailableIsas()) {
+      variants.push_back({isa, 1, WeightFormat::kPackedBf16});
+      variants.push_back({isa, 3, WeightFormat::kPackedBf16});
+    }
+    for (const Variant& v : variants) {
       const std::vector<float> got = DecodeLogits(*Load(*model, v).stage, kPrompt, 6);
       ASSERT_EQ(got.size(), want.size());
       EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << v.Name();

@@ -107,13 +107,13 @@ std::string WithPre(const std::string& json_text, const std::string& pre) {
   if (pre == "gpt-2") {
     j["pre_tokenizer"] = byte_level;
   } else if (pre != "smollm") {
+    const nlohmann::ordered_json split = {
+        {"type", "Split"},
+        {"pattern", {{"Regex", pre == "llama-bpe" ? llama3 : qwen2}}},
+        {"behavior", "Isolated"},
+        {"invert", false}};
     j["pre_tokenizer"] = {{"type", "Sequence"},
-                          {"pretokenizers",
-                           {{{"type", "Split"},
-                             {"pattern", {{"Regex", pre == "llama-bpe" ? llama3 : qwen2}}},
-                             {"behavior", "Isolated"},
-                             {"invert", false}},
-                            byte_level}}}};
+                          {"pretokenizers", nlohmann::ordered_json::array({split, byte_level})}};
     j["model"]["ignore_merges"] = pre == "llama-bpe";
   }
   return j.dump();
@@ -190,16 +190,16 @@ TEST(GgufTokenizer, WhatItRefuses) {
   EXPECT_NE(open(bad_merge).message().find("tokenizer.ggml.merges[0]"), std::string::npos);
 }
 
-// Three workers over a Q8_0 GGUF file: each reads only its parts.
+// Three workers over a Q4_K_M GGUF file: each reads only its parts.
 class GgufWorkers : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     path_ = new std::string(MakeTempDir("gguf_workers") + "/model.gguf");
     SyntheticShape s;
-    s.layers = 6;
+    s.hidden = 256, s.inter = 512, s.layers = 6;
     s.untied = true;
     auto cfg = ParseModelConfig(SyntheticConfigJson(s), "shape");
-    ASSERT_TRUE(WriteSyntheticGguf(*path_, *cfg, false, *GgufQuantMixByName("q8_0"), 17, {}).ok());
+    ASSERT_TRUE(WriteSyntheticGguf(*path_, *cfg, false, *GgufQuantMixByName("q4_k_m"), 17, {}).ok());
   }
   static void TearDownTestSuite() { delete path_; }
   void SetUp() override { ASSERT_TRUE(ops::PinFpEnvironment().ok()); }
