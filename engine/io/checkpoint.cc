@@ -64,6 +64,7 @@ Result<Checkpoint> Checkpoint::OpenGguf(const std::string& path, const Filter& f
   LOCKSTEP_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(path));
   LOCKSTEP_ASSIGN_OR_RETURN(c.gguf_config_, ModelConfigFromGguf(f));
   LOCKSTEP_ASSIGN_OR_RETURN(std::vector<HfTensor> presented, HfTensorsOf(f, c.gguf_config_));
+  f.ReleaseMetadata();  // the config holds what the weights need of it
   // The parts: the header, then the tensors wanted (every one unfiltered;
   // rope_freqs always, as the config holds its values).
   std::set<std::string> wanted = {kGgufRopeFreqs};

@@ -101,6 +101,11 @@ class GgufFile : public TensorFile {
   // A tensor's bytes as a TensorInfo (its GGUF name, shape reversed).
   static TensorInfo Info(const GgufTensor& t);
 
+  // Frees the metadata (a tokenizer's tokens and merges are most of a
+  // header) once what is needed was read from it: Find finds nothing
+  // after, tensors() are kept. Not thread-safe: call before sharing.
+  void ReleaseMetadata() { std::map<std::string, GgufValue, std::less<>>().swap(metadata_); }
+
  private:
   friend class GgufHeaderParser;
   GgufFile() = default;
