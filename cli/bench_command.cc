@@ -47,7 +47,7 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchOptions& options) {
   b->add_option("--sessions", o.sessions, "Concurrent sessions decoded as one batch")->default_val(1);
   b->add_option("--isa", o.compute.isa, "scalar|avx2|avx512|neon|auto")->default_val("auto");
   b->add_option("--weight-cache", o.compute.weight_cache,
-                "Keep packed weights in this directory and map them on later loads (verified "
+                "Keep packed weights in this directory and read them back on later loads (verified "
                 "against the checkpoint every time)");
   b->add_option("--weights", options.weights, "bf16 (resident) | f32 (widened at load)")->default_val("bf16")
       ->check(CLI::IsMember({"bf16", "f32"}));

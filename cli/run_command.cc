@@ -49,7 +49,7 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
       ->default_val(1)
       ->check(CLI::Range(1, 256));
   run->add_option("--weight-cache", o.compute.weight_cache,
-                  "Keep packed weights in this directory and map them on later loads (verified "
+                  "Keep packed weights in this directory and read them back on later loads (verified "
                   "against the checkpoint every time; every local worker's too)");
   return run;
 }

@@ -73,7 +73,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeCommandOptions& o) {
   c->add_option("--threads", s.threads, "Compute threads (including the scheduler)")->default_val(1);
   c->add_option("--isa", s.isa, "Kernels: scalar|avx2|avx512|neon|auto")->default_val("auto");
   c->add_option("--weight-cache", s.weight_cache,
-                "Keep packed weights in this directory and map them on later loads (verified "
+                "Keep packed weights in this directory and read them back on later loads (verified "
                 "against the checkpoint every time); with --workers K, every local worker's too");
   c->add_option("--max-sessions", s.scheduler.max_sessions, "Concurrent sessions before 429")
       ->default_val(s.scheduler.max_sessions);
@@ -87,6 +87,21 @@ CLI::App* AddServeCommand(CLI::App& app, ServeCommandOptions& o) {
       ->default_val(s.http.max_body_bytes);
   c->add_option("--max-connections", s.http.max_connections, "Open connections before 429")
       ->default_val(s.http.max_connections);
+  c->add_option("--max-connections-per-client", s.http.max_connections_per_client,
+                "Open connections from one source address before 429")
+      ->default_val(s.http.max_connections_per_client);
+  c->add_option("--idle-timeout-ms", s.http.idle_timeout_ms,
+                "Close a kept-alive connection with no request for this long")
+      ->default_val(s.http.idle_timeout_ms);
+  c->add_option("--header-timeout-ms", s.http.header_timeout_ms,
+                "Close a connection whose request header takes longer")
+      ->default_val(s.http.header_timeout_ms);
+  c->add_option("--body-timeout-ms", s.http.body_timeout_ms,
+                "Close a connection whose request body takes longer")
+      ->default_val(s.http.body_timeout_ms);
+  c->add_option("--write-timeout-ms", s.http.write_timeout_ms,
+                "Close a connection that takes no response bytes (or event) for this long")
+      ->default_val(s.http.write_timeout_ms);
   c->add_option("--shutdown-grace-ms", s.shutdown_grace_ms,
                 "On SIGTERM, let in-flight requests finish this long, then cancel them")
       ->default_val(s.shutdown_grace_ms);

@@ -5,6 +5,7 @@
 #include "cli/exit_status.h"
 #include "keys/identity.h"
 #include "receipt/receipt.h"
+#include "runtime/generated_text.h"
 #include "runtime/recompute.h"
 
 namespace lockstep::cli {
@@ -18,6 +19,35 @@ Result<keys::Ed25519Public> TrustedKey(const std::string& trust) {
   }
   LOCKSTEP_ASSIGN_OR_RETURN(keys::PublicIdentity pub, keys::ReadPublicIdentity(trust));
   return pub.sign_public;
+}
+
+// generated_text is recomputed from the tokens when the model folder has a
+// tokenizer; the receipt's other claims about how it ran cannot be
+// recomputed, and only a trusted signature vouches for them.
+Status CheckClaims(const VerifyOptions& o, const receipt::ParsedReceipt& r,
+                   const DecodeResult& again, bool trusted) {
+  if (r.generated_text) {
+    std::optional<std::string> text;
+    if (!o.model_dir.empty()) {
+      if (Result<ModelFiles> files = LocateModelFiles(o.model_dir); files.ok()) {
+        text = runtime::DecodeText(*files, again.generated);
+      }
+    }
+    if (!text) {
+      std::cout << "generated_text        = not checked (no tokenizer.json in --model)\n";
+    } else if (auto d = receipt::TextDivergence(r, *text)) {
+      return MismatchError(d->what);
+    } else {
+      std::cout << "generated_text        = the text of the recomputed tokens\n";
+    }
+  }
+  if (!r.plan.empty() || !r.workers.empty()) {
+    std::cout << "plan, workers         = "
+              << (trusted ? "as the trusted signer states them (not recomputed)"
+                          : "NOT VERIFIED: without --trust anyone could have written them")
+              << "\n";
+  }
+  return Status::Ok();
 }
 
 // Ok = verified; Mismatch = a difference (message says which); other = error.
@@ -51,7 +81,7 @@ Status Verify(const VerifyOptions& o) {
               << " layer digests per step, compared\n";
   }
   if (auto d = receipt::FirstDivergence(r, again)) return MismatchError(d->what);
-  return Status::Ok();
+  return CheckClaims(o, r, again, !o.trust.empty());
 }
 
 }  // namespace

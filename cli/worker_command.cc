@@ -106,7 +106,7 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerCommandOptions& o) {
                 "Plaintext links, no authentication (instead of --key/--allow)");
   cmd->add_option("--isa", o.isa, "Kernels: scalar|avx2|avx512|neon|auto")->default_val("auto");
   cmd->add_option("--weight-cache", o.weight_cache,
-                  "Keep this worker's packed weights in this directory and map them on later "
+                  "Keep this worker's packed weights in this directory and read them back on later "
                   "loads (verified against the checkpoint every time)");
   cmd->add_option("--threads", o.threads, "Compute threads per stage, including the compute thread")
       ->default_val(1)

@@ -8,8 +8,7 @@
 
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
-
+#include "base/json.h"
 #include "keys/identity.h"
 #include "wire/endpoint.h"
 
@@ -147,12 +146,7 @@ Status ReadKey(const std::string& key, const json& v, const std::string& name,
 
 Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::string& name,
                                          const std::string& base_dir) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {
-    return InvalidError(name + ": not valid JSON: " + e.what());
-  }
+  LOCKSTEP_ASSIGN_OR_RETURN(json doc, ParseJsonStrict(text, name, ErrorKind::kInvalid));
   if (!doc.is_object()) return InvalidError(name + ": must be a JSON object");
   ClusterConfig c;
   for (const auto& [key, value] : doc.items()) {

@@ -1,15 +1,17 @@
 #include "engine/weight_cache.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "engine/io/atomic_file.h"
+#include "engine/io/read_only_file.h"
+#include "engine/ops/huge_pages.h"
 
 namespace lockstep {
 namespace {
@@ -81,32 +83,47 @@ Result<std::string> WeightCache::PathFor(const std::string& dir, const Checkpoin
   return (std::filesystem::path(dir) / (ToHex(d).substr(0, 32) + ".lspack")).string();
 }
 
-Result<WeightCache> WeightCache::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return NotFoundError("weight cache " + path + " does not exist");
-    return IoError("weight cache " + path + ": open: " + std::strerror(errno));
+namespace {
+
+// Reads bytes [begin, end) of `f` into `out + begin` from `threads`
+// threads, in pieces; the first failing piece's error.
+Status ReadRange(const ReadOnlyFile& f, uint8_t* out, uint64_t begin, uint64_t end, int threads) {
+  constexpr uint64_t kPiece = uint64_t{32} << 20;
+  const uint64_t pieces = (end - begin + kPiece - 1) / kPiece;
+  std::atomic<uint64_t> next{0};
+  std::mutex mu;
+  Status first;
+  auto work = [&] {
+    for (uint64_t i; (i = next.fetch_add(1)) < pieces;) {
+      const uint64_t at = begin + i * kPiece, n = std::min(kPiece, end - at);
+      Status st = f.ReadAt(at, std::span<uint8_t>(out + at, n), "the cached matrices");
+      std::lock_guard<std::mutex> lock(mu);
+      if (!st.ok() && first.ok()) first = std::move(st);
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (uint64_t t = 1; t < std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), pieces); ++t) {
+    helpers.emplace_back(work);
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return IoError("weight cache " + path + " is not a regular file");
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  work();
+  for (std::thread& t : helpers) t.join();
+  return first;
+}
+
+}  // namespace
+
+Result<WeightCache> WeightCache::Open(const std::string& path, int threads) {
+  Result<ReadOnlyFile> opened = ReadOnlyFile::Open(path);  // refuses a FIFO without blocking
+  if (!opened.ok()) return opened.status().WithContext("weight cache");
+  const ReadOnlyFile& f = *opened;
+  const uint64_t size = f.size();
   auto corrupt = [&](const std::string& what) {
     return CorruptError("weight cache " + path + ": " + what);
   };
-  if (size < 24) {
-    ::close(fd);
-    return corrupt("shorter than its fixed header (" + std::to_string(size) + " bytes)");
-  }
-  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED) return IoError("weight cache " + path + ": mmap: " + std::strerror(errno));
-  WeightCache c;
-  c.map_ = std::shared_ptr<const uint8_t>(static_cast<const uint8_t*>(p),
-                                          [size](const uint8_t* q) { ::munmap(const_cast<uint8_t*>(q), size); });
-  Reader r(c.map_.get(), size);
+  if (size < 24) return corrupt("shorter than its fixed header (" + std::to_string(size) + " bytes)");
+  uint8_t fixed[24];
+  LOCKSTEP_RETURN_IF_ERROR(f.ReadAt(0, fixed, "its fixed header"));
+  Reader r(fixed, sizeof(fixed));
   char magic[8];
   uint32_t version = 0, count = 0;
   uint64_t header = 0;
@@ -117,7 +134,10 @@ Result<WeightCache> WeightCache::Open(const std::string& path) {
   if (header == 0 || header % kAlign != 0 || header > size) {
     return corrupt("header of " + std::to_string(header) + " bytes in a file of " + std::to_string(size));
   }
-  Reader h(c.map_.get() + 24, header - 24);
+  std::shared_ptr<uint8_t> bytes(ops::AllocateLarge(size).release(), ops::FreeDeleter{});
+  LOCKSTEP_RETURN_IF_ERROR(f.ReadAt(0, std::span<uint8_t>(bytes.get(), header), "its header"));
+  WeightCache c;
+  Reader h(bytes.get() + 24, header - 24);
   for (uint32_t i = 0; i < count; ++i) {
     const std::string where = "entry " + std::to_string(i);
     uint16_t len = 0;
@@ -125,25 +145,27 @@ Result<WeightCache> WeightCache::Open(const std::string& path) {
     std::string name(len, '\0');
     uint8_t type = 0;
     Entry e;
-    uint64_t bytes = 0;
+    uint64_t stored = 0;
     if (!h.Take(name.data(), len) || !h.Get(&type) || !h.Get(&e.rows) || !h.Get(&e.cols) ||
-        !h.Get(&e.offset) || !h.Get(&bytes)) {
+        !h.Get(&e.offset) || !h.Get(&stored)) {
       return corrupt(where + " runs past the header");
     }
     if (type > 1) return corrupt(where + " (" + name + "): type " + std::to_string(type));
     e.type = type == 0 ? ops::WeightType::kF32 : ops::WeightType::kBf16;
     const uint64_t want = StoredBytes(e.rows, e.cols, e.type);
-    if (want == 0 || bytes != want) {
-      return corrupt(where + " (" + name + "): " + std::to_string(bytes) + " bytes for " +
+    if (want == 0 || stored != want) {
+      return corrupt(where + " (" + name + "): " + std::to_string(stored) + " bytes for " +
                      std::to_string(e.rows) + " x " + std::to_string(e.cols));
     }
-    if (e.offset % kAlign != 0 || e.offset < header || e.offset > size || bytes > size - e.offset) {
+    if (e.offset % kAlign != 0 || e.offset < header || e.offset > size || stored > size - e.offset) {
       return corrupt(where + " (" + name + "): bytes [" + std::to_string(e.offset) + ", +" +
-                     std::to_string(bytes) + ") outside the data of a " + std::to_string(size) +
+                     std::to_string(stored) + ") outside the data of a " + std::to_string(size) +
                      "-byte file");
     }
     if (!c.entries_.emplace(std::move(name), e).second) return corrupt(where + ": a second entry of one name");
   }
+  LOCKSTEP_RETURN_IF_ERROR(ReadRange(f, bytes.get(), header, size, threads));
+  c.bytes_ = std::move(bytes);
   return c;
 }
 
@@ -153,7 +175,7 @@ std::optional<ops::PackedMatrix> WeightCache::Find(std::string_view name, size_t
   if (it == entries_.end()) return std::nullopt;
   const Entry& e = it->second;
   if (e.rows != rows || e.cols != cols || e.type != type) return std::nullopt;
-  return ops::PackedMatrix::View(std::shared_ptr<const void>(map_, map_.get()), map_.get() + e.offset,
+  return ops::PackedMatrix::View(std::shared_ptr<const void>(bytes_, bytes_.get()), bytes_.get() + e.offset,
                                  rows, cols, type);
 }
 

@@ -1,7 +1,6 @@
 // WeightCache: a stage's packed bf16 matrices (PackedMatrix's layout) kept
-// in a file, so a later load maps them from the page cache instead of
-// packing them into fresh memory, which a VM whose host takes freed memory
-// back pays for page by page.
+// in a file, so a later load copies them from the page cache instead of
+// packing them afresh from the checkpoint's row-major bytes.
 //
 // Never trusted. A load still reads and hashes every checkpoint file it
 // uses, and each mapped matrix is compared with the packing of the bytes
@@ -16,14 +15,22 @@
 // 4096). Open checks every field against the file before anything is
 // mapped for use: Corrupt naming the file and what is wrong.
 //
+// Never mapped: Open reads the whole file (pread, through ReadOnlyFile, so
+// a FIFO or any other non-regular file is refused without blocking, and a
+// file truncated while it is read is an error naming it) into memory this
+// object owns, and the comparison above checks those owned bytes. So once
+// a load is done nothing done to the file (rewritten in place, truncated,
+// replaced) can reach the stage, and nothing can raise SIGBUS. The price is
+// one copy of the stage's matrices out of the page cache into fresh memory
+// (docs/performance.md, "Weight cache").
+//
 // A file is named by CacheKey: the checkpoint files' identity (path,
 // device, inode, size, modification time), the stage and the weight format,
 // so a rewritten checkpoint or another stage gets another file. Files are
-// replaced by rename, never rewritten in place, so a process mapping one
-// keeps the bytes it verified (a file truncated by hand under a running
-// process is outside this contract, as for any mapped file).
+// replaced by rename, never rewritten in place.
 //
-// Move-only; Find is const and thread-safe.
+// Move-only; Find is const and thread-safe. Views Find returns share the
+// owned bytes, which live as long as the last of them.
 #pragma once
 
 #include <map>
@@ -48,11 +55,13 @@ class WeightCache {
   static Result<std::string> PathFor(const std::string& dir, const Checkpoint& checkpoint,
                                      std::string_view stage_and_format);
 
-  // Maps the file: NotFound when there is none, Corrupt naming what is
-  // wrong with it, Io on a failing call.
-  static Result<WeightCache> Open(const std::string& path);
+  // Reads the file into owned memory, from `threads` threads: NotFound when
+  // there is none, Corrupt naming what is wrong with it (or that it ended
+  // early), Io naming what it is when it is not a regular file, or the
+  // failing call.
+  static Result<WeightCache> Open(const std::string& path, int threads = 1);
 
-  // Matrix `name` as a View into the mapping when the file holds it with
+  // Matrix `name` as a View into the owned bytes when the file holds it with
   // exactly these rows, cols and type.
   std::optional<ops::PackedMatrix> Find(std::string_view name, size_t rows, size_t cols,
                                         ops::WeightType type) const;
@@ -68,7 +77,7 @@ class WeightCache {
     uint64_t rows = 0, cols = 0, offset = 0;
     ops::WeightType type = ops::WeightType::kBf16;
   };
-  std::shared_ptr<const uint8_t> map_;  // the whole file, mapped read-only
+  std::shared_ptr<const uint8_t> bytes_;  // the whole file, as read by Open
   std::map<std::string, Entry, std::less<>> entries_;
 };
 

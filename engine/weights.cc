@@ -410,7 +410,7 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
     return w;
   }
   std::string why;  // why the file was not used, if it was not
-  Result<WeightCache> opened = WeightCache::Open(path);
+  Result<WeightCache> opened = WeightCache::Open(path, threads);
   if (opened.ok()) {
     CacheCheck check;
     StageWeights w;
@@ -418,7 +418,7 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
         LoadOnce(f, c, spec, format, threads, digests, &*opened, &check, w, nullptr));
     if (!check.differs && check.packed == 0) {
       cache->note = "weight cache: " + std::to_string(check.from_cache) +
-                    " matrices mapped from " + path + ", each equal to the checkpoint's bytes";
+                    " matrices read from " + path + ", each equal to the checkpoint's bytes";
       return w;
     }
     if (check.differs) {

@@ -82,7 +82,7 @@ struct StageWeights {
 
 // A weight cache for LoadStageWeights (weight_cache.h): the directory
 // holding cache files (empty: none), and, after the load, one line saying
-// what the load did with it (mapped and verified, written, or why not).
+// what the load did with it (read and verified, written, or why not).
 struct WeightCacheUse {
   std::string dir;
   std::string note;
@@ -93,7 +93,7 @@ struct WeightCacheUse {
 // file the checkpoint opened: `digests`, when given, receives them. A
 // caller verifies them before using the weights (model_loader.h does).
 // With a cache directory (bf16 weights only), matrices the cache file holds
-// are mapped from it and each one compared with the checkpoint's bytes as
+// are read from it into owned memory and each one compared with the checkpoint's bytes as
 // they are hashed; if any differs, or the file is missing or malformed,
 // the stage is loaded afresh and the file rewritten. The result is the
 // same bits either way.

@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "base/json.h"
 #include "receipt/trace.h"
 
 namespace lockstep::receipt {
@@ -71,6 +72,13 @@ std::string Short(const Digest& d) { return ToHex(d); }
 
 }  // namespace
 
+std::string StoredText(const std::string& text) {
+  // Through JSON, so the stored text re-serialises identically.
+  const std::string quoted = json(text).dump(-1, ' ', true, json::error_handler_t::replace);
+  Result<json> back = ParseJsonStrict(quoted, "generated_text", ErrorKind::kInternal);
+  return back.ok() && back->is_string() ? back->get<std::string>() : std::string();
+}
+
 json BuildReceipt(const ReceiptInputs& in) {
   const DecodeResult& d = *in.result;
   json j;
@@ -119,11 +127,7 @@ json BuildReceipt(const ReceiptInputs& in) {
     workers.push_back(std::move(e));
   }
   j["workers"] = std::move(workers);
-  if (in.generated_text) {
-    // Normalised through JSON so the stored text re-serialises identically.
-    j["generated_text"] = json::parse(
-        json(*in.generated_text).dump(-1, ' ', true, json::error_handler_t::replace));
-  }
+  if (in.generated_text) j["generated_text"] = StoredText(*in.generated_text);
   if (in.compared_with_monolithic) j["sharded_equals_monolithic"] = true;
   if (!in.timings.empty()) {
     json t;
@@ -289,6 +293,10 @@ Result<ParsedReceipt> ParseReceipt(const json& j) {
       p.workers.push_back(std::move(e));
     }
   }
+  if (j.contains("generated_text")) {
+    if (!j["generated_text"].is_string()) return InvalidError("receipt.generated_text: expected a string");
+    p.generated_text = j["generated_text"].get<std::string>();
+  }
   if (j.contains("trace")) {
     LOCKSTEP_ASSIGN_OR_RETURN(p.trace, ParseTrace(j["trace"], p.generated.size()));
   }
@@ -308,8 +316,7 @@ Result<json> ReadReceiptFile(const std::string& path) {
   if (!in) return IoError(path + ": cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidError(path + ": not valid JSON");
+  LOCKSTEP_ASSIGN_OR_RETURN(json j, ParseJsonStrict(ss.str(), path, ErrorKind::kInvalid));
   if (!j.is_object()) return InvalidError(path + ": not a JSON object");
   return j;
 }
@@ -346,6 +353,14 @@ std::optional<Divergence> FirstDivergence(const ParsedReceipt& r, const DecodeRe
     return Divergence{"cis2_ref receipt " + ToHex(r.cis2_ref) + " recomputed " + ToHex(c.cis2_ref)};
   }
   return std::nullopt;
+}
+
+std::optional<Divergence> TextDivergence(const ParsedReceipt& r, const std::string& text) {
+  const std::string stored = StoredText(text);
+  if (!r.generated_text || *r.generated_text == stored) return std::nullopt;
+  auto quoted = [](const std::string& s) { return json(s).dump(-1, ' ', true, json::error_handler_t::replace); };
+  return Divergence{"generated_text is not the text of the generated tokens: receipt " +
+                    quoted(*r.generated_text) + " recomputed " + quoted(stored)};
 }
 
 }  // namespace lockstep::receipt

@@ -52,6 +52,10 @@ struct ReceiptInputs {
 // The receipt object (unsigned).
 nlohmann::json BuildReceipt(const ReceiptInputs& in);
 
+// `text` as a receipt stores it in generated_text: invalid UTF-8 replaced
+// by U+FFFD, so that it re-serialises to the same canonical bytes.
+std::string StoredText(const std::string& text);
+
 // The bytes a signature covers: the receipt without its "signature" member,
 // keys sorted, no whitespace, non-ASCII escaped (docs/receipts.md).
 std::string CanonicalBytes(const nlohmann::json& receipt);
@@ -80,6 +84,7 @@ struct ParsedReceipt {
   SamplingParams sampling;
   std::string plan;
   std::vector<WorkerEntry> workers;
+  std::optional<std::string> generated_text;  // display only; verify recomputes it
   std::vector<std::vector<Digest>> trace;  // [step][layer] (receipt/trace.h); empty: untraced
   bool signed_ = false;
 };
@@ -101,5 +106,9 @@ struct Divergence {
 // first differing (step, layer) is named with the worker that computed it.
 std::optional<Divergence> FirstDivergence(const ParsedReceipt& receipt,
                                           const DecodeResult& recomputed);
+// The receipt's generated_text against `text`, the recomputed tokens
+// decoded by the model's tokenizer: nullopt when they agree (or when the
+// receipt has no text), else both values.
+std::optional<Divergence> TextDivergence(const ParsedReceipt& receipt, const std::string& text);
 
 }  // namespace lockstep::receipt

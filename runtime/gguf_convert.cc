@@ -2,8 +2,8 @@
 
 #include <bit>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "engine/io/checkpoint.h"
 #include "engine/io/gguf_config.h"
 #include "engine/io/gguf_names.h"
@@ -121,22 +121,21 @@ Result<Keys> GgufTokenizerKeys(std::string_view text, const std::string& source,
 
 namespace {
 
-// bos/eos ids of config.json and the chat template of tokenizer_config.json.
-Keys SideKeys(const ModelFiles& files) {
+// The end-of-sequence ids of the config and the chat template of
+// tokenizer_config.json.
+Keys SideKeys(const ModelFiles& files, const ModelConfig& cfg) {
   Keys keys;
-  Result<std::string> text = ReadTextFile(files.config_path);
-  const json cfg = text.ok() ? json::parse(*text, nullptr, false) : json();
-  for (const char* which : {"bos", "eos"}) {
-    const std::string key = std::string(which) + "_token_id";
-    if (!cfg.is_object() || !cfg.contains(key)) continue;
-    const json& v = cfg[key].is_array() && !cfg[key].empty() ? cfg[key][0] : cfg[key];
-    if (v.is_number_unsigned()) {
-      keys.push_back({"tokenizer.ggml." + key, GgufU32(v.get<uint32_t>())});
-    }
+  const char* names[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                         "tokenizer.ggml.eom_token_id"};
+  for (size_t i = 0; i < cfg.eos_token_ids.size() && i < 3; ++i) {
+    keys.push_back({names[i], GgufU32(cfg.eos_token_ids[i])});
   }
   keys.push_back({"tokenizer.ggml.add_bos_token", GgufBool(false)});
-  Result<std::string> tc = ReadTextFile(files.dir + "/tokenizer_config.json");
-  const json t = tc.ok() ? json::parse(*tc, nullptr, false) : json();
+  // A missing or unreadable tokenizer_config.json leaves the file without a template.
+  const std::string path = files.dir + "/tokenizer_config.json";
+  Result<std::string> tc = ReadTextFile(path);
+  Result<json> parsed = tc.ok() ? ParseJsonStrict(*tc, path, ErrorKind::kInvalid) : Result<json>(tc.status());
+  const json t = parsed.ok() ? *parsed : json();
   if (t.is_object() && t.contains("chat_template") && t["chat_template"].is_string()) {
     keys.push_back({"tokenizer.chat_template", GgufString(t["chat_template"].get<std::string>())});
   }
@@ -213,7 +212,7 @@ Status ConvertToGguf(const std::string& dir, const std::string& out_path, DType 
     LOCKSTEP_ASSIGN_OR_RETURN(Keys keys, GgufTokenizerKeys(text, files.tokenizer_path,
                                                            static_cast<uint32_t>(cfg.vocab_size)));
     for (auto& [key, value] : keys) w.Set(key, value);
-    for (auto& [key, value] : SideKeys(files)) w.Set(key, value);
+    for (auto& [key, value] : SideKeys(files, cfg)) w.Set(key, value);
   }
   const bool llama = cfg.model_type == "llama";
   for (const std::string& name : ckpt.tensor_names()) {

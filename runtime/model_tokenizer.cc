@@ -1,8 +1,5 @@
 #include "runtime/model_tokenizer.h"
 
-#include <nlohmann/json.hpp>
-
-#include "engine/io/model_config.h"
 #include "engine/tokenizer/bpe_vocabulary.h"
 
 namespace lockstep::runtime {
@@ -46,22 +43,6 @@ Result<std::string> StringKey(const GgufFile& f, const char* key) {
   return v->string;
 }
 
-std::vector<uint32_t> JsonEos(const std::string& config_path) {
-  std::vector<uint32_t> eos;
-  Result<std::string> text = ReadTextFile(config_path);
-  if (!text.ok()) return eos;
-  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-  if (!j.is_object() || !j.contains("eos_token_id")) return eos;
-  const nlohmann::json& e = j["eos_token_id"];
-  if (e.is_number_unsigned()) eos.push_back(e.get<uint32_t>());
-  if (e.is_array()) {
-    for (const auto& v : e) {
-      if (v.is_number_unsigned()) eos.push_back(v.get<uint32_t>());
-    }
-  }
-  return eos;
-}
-
 }  // namespace
 
 Result<Tokenizer> TokenizerFromGguf(const GgufFile& f) {
@@ -87,15 +68,6 @@ Result<Tokenizer> LoadModelTokenizer(const ModelFiles& files) {
   }
   LOCKSTEP_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(files.weights_path));
   return TokenizerFromGguf(f);
-}
-
-std::vector<uint32_t> ModelEosIds(const ModelFiles& files) {
-  if (!files.gguf) return JsonEos(files.config_path);
-  Result<GgufFile> f = GgufFile::Open(files.weights_path);
-  if (!f.ok()) return {};
-  const GgufValue* v = f->Find("tokenizer.ggml.eos_token_id");
-  if (v == nullptr || !v->Int() || *v->Int() < 0 || *v->Int() > UINT32_MAX) return {};
-  return {static_cast<uint32_t>(*v->Int())};
 }
 
 }  // namespace lockstep::runtime

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/json.h"
 #include "keys/identity.h"
 
 namespace lockstep::runtime {
@@ -43,7 +43,9 @@ Result<std::string> ReadLine(int fd, Clock::time_point deadline, const std::stri
 // The endpoint of a readiness line, checked against what the child must say.
 Result<std::string> ParseReady(const std::string& line, const std::string& listen,
                                const std::string& key, pid_t pid, const std::string& who) {
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  Result<nlohmann::json> parsed = ParseJsonStrict(line, who + ": readiness line", ErrorKind::kCorrupt);
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json& j = *parsed;
   if (!j.is_object() || !j.contains("endpoint") || !j["endpoint"].is_string() ||
       !j.contains("curve_public") || !j["curve_public"].is_string() || !j.contains("pid") ||
       !j["pid"].is_number_integer()) {

@@ -3,8 +3,7 @@
 #include <fstream>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
+#include "base/json.h"
 #include "engine/io/gguf.h"
 
 namespace lockstep::server {
@@ -83,8 +82,8 @@ Result<ChatTemplate> ChatTemplate::FromModelDir(const std::string& dir) {
   if (!in) return NotFoundError(path + " is absent, so the model has no chat template");
   std::stringstream ss;
   ss << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return InvalidError(path + " is not a JSON object");
+  LOCKSTEP_ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonStrict(ss.str(), path, ErrorKind::kInvalid));
+  if (!j.is_object()) return InvalidError(path + " is not a JSON object");
   if (!j.contains("chat_template") || !j["chat_template"].is_string()) {
     return NotFoundError(path + " has no \"chat_template\" string");
   }
@@ -99,6 +98,21 @@ Result<ChatTemplate> ChatTemplate::FromModel(const ModelFiles& files) {
     return NotFoundError(files.weights_path + " has no \"tokenizer.chat_template\" string");
   }
   return FromJinja(t->string);
+}
+
+Status ChatTemplate::CheckMessages(const std::vector<ChatMessage>& messages,
+                                   const Tokenizer& tokenizer) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    for (const std::string* text : {&messages[i].role, &messages[i].content}) {
+      if (std::optional<std::string> special = tokenizer.FirstSpecialToken(*text)) {
+        return InvalidError("messages[" + std::to_string(i) + "]." +
+                            (text == &messages[i].role ? "role" : "content") +
+                            " holds the special token " + *special +
+                            ", which chat messages may not contain");
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages) const {

@@ -6,6 +6,9 @@
 //   <|im_start|>ROLE\nCONTENT<|im_end|>\n   for every message
 //   <|im_start|>assistant\n                 (the generation prompt)
 // Any other template is refused with an error naming it, never guessed.
+// Messages are text: a role or content that the tokenizer would turn into
+// a special token (ChatML's <|im_start|>, which opens a turn, among them)
+// is refused by CheckMessages, so no content can forge a system turn.
 // Immutable after load; thread-safe.
 #pragma once
 
@@ -15,6 +18,7 @@
 
 #include "base/status.h"
 #include "engine/io/model_files.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace lockstep::server {
 
@@ -32,6 +36,9 @@ class ChatTemplate {
   // A folder's as FromModelDir, a GGUF file's from its metadata (NotFound
   // without tokenizer.chat_template).
   static Result<ChatTemplate> FromModel(const ModelFiles& files);
+
+  // Invalid naming the message and the special token it holds.
+  static Status CheckMessages(const std::vector<ChatMessage>& messages, const Tokenizer& tokenizer);
 
   std::string Render(const std::vector<ChatMessage>& messages) const;
   const std::string& name() const { return name_; }

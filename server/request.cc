@@ -3,7 +3,7 @@
 #include <cmath>
 #include <set>
 
-#include <nlohmann/json.hpp>
+#include "base/json.h"
 
 namespace lockstep::server {
 namespace {
@@ -107,6 +107,11 @@ void ParseMessages(const json& j, const ModelInfo& m, ParsedRequest& r) {
     }
     out.push_back({role, msg["content"].get<std::string>()});
   }
+  if (m.tokenizer != nullptr) {
+    if (Status st = ChatTemplate::CheckMessages(out, *m.tokenizer); !st.ok()) {
+      Throw(st.message(), "messages", "special_token");
+    }
+  }
   r.prompt_text = m.chat->Render(out);
   r.spec.prompt = Encode(r.prompt_text, m, "messages");
 }
@@ -142,8 +147,9 @@ void ParseEvict(const json& v, ParsedRequest& r) {
 }
 
 ParsedRequest Parse(const std::string& body, bool chat, const ModelInfo& m, uint64_t fresh_seed) {
-  const json j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) Throw("the request body is not valid JSON", "", "invalid_json");
+  Result<json> parsed = ParseJsonStrict(body, "the request body", ErrorKind::kInvalid);
+  if (!parsed.ok()) Throw(parsed.status().message(), "", "invalid_json");
+  const json& j = *parsed;
   if (!j.is_object()) Throw("the request body must be a JSON object", "", "invalid_json");
   static const std::set<std::string> kCommon = {
       "model", "max_tokens", "stream", "stop", "seed", "temperature", "top_k", "top_p",

@@ -48,7 +48,7 @@ Status Serve(const ServeOptions& o, const lockstep::ModelInfo& model, SchedulerB
   ctx.model.max_prompt_tokens = limits.max_prompt_tokens;
   ctx.model.tokenizer = tokenizer ? &*tokenizer : nullptr;
   ctx.model.chat = chat.ok() ? &*chat : nullptr;
-  ctx.eos = runtime::ModelEosIds(model.files);
+  ctx.eos = model.config.eos_token_ids;
   ctx.seed = model.Seed();
   ctx.plan = std::move(plan);
   ctx.stages = std::move(stages);

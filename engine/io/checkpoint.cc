@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <set>
 
+#include "base/json.h"
 #include "engine/io/gguf.h"
 #include "engine/io/gguf_config.h"
 #include "engine/io/gguf_names.h"
-#include "engine/io/json_util.h"
 
 namespace lockstep {
 namespace {

@@ -1,6 +1,8 @@
 #include "engine/io/gguf_config.h"
 
+#include <algorithm>
 #include <bit>
+#include <climits>
 #include <cmath>
 
 #include "engine/io/gguf_names.h"
@@ -195,6 +197,25 @@ Status ReadRopeFreqs(const GgufFile& f, ModelConfig& c) {
   return Status::Ok();
 }
 
+// tokenizer.ggml.eos_token_id, and the end-of-turn and end-of-message ids
+// llama.cpp also stops at, when present: ids below 2^32.
+Status ReadEos(const GgufFile& f, ModelConfig& c) {
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                          "tokenizer.ggml.eom_token_id"}) {
+    const GgufValue* v = f.Find(key);
+    if (v == nullptr) continue;
+    const std::optional<int64_t> id = v->Int();
+    if (!IsGgufInteger(v->type) || !id || *id < 0 || *id > int64_t{UINT32_MAX}) {
+      return InvalidError(f.path() + ": key \"" + key + "\": not a token id");
+    }
+    const uint32_t eos = static_cast<uint32_t>(*id);
+    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), eos) == c.eos_token_ids.end()) {
+      c.eos_token_ids.push_back(eos);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
@@ -210,6 +231,7 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   c.attention_bias = f.FindTensor("blk.0.attn_q.bias") != nullptr;
   c.layer_window.assign(static_cast<size_t>(c.num_layers), 0);
   LOCKSTEP_RETURN_IF_ERROR(ReadRopeFreqs(f, c));
+  LOCKSTEP_RETURN_IF_ERROR(ReadEos(f, c));
   return c;
 }
 

@@ -1,7 +1,8 @@
 // ModelConfig from a GGUF file's metadata (EXTENSIONS.md E2.2): the
 // `{arch}.` keys mapped onto the §2.2 fields, vocab from token_embd.weight,
 // the head tied when output.weight is absent, and llama.cpp's Llama-3 rope
-// scaling (rope_freqs.weight) read into ModelConfig::rope_freqs.
+// scaling (rope_freqs.weight) read into ModelConfig::rope_freqs, the
+// end-of-sequence ids from tokenizer.ggml.eos_token_id (and eot, eom).
 //
 // As strict as ParseModelConfig: every size a positive integer (any integer
 // vtype; an array — a per-layer value — is refused) within kConfigLimits,

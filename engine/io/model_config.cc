@@ -9,7 +9,7 @@
 #include <sstream>
 #include <utility>
 
-#include "engine/io/json_util.h"
+#include "base/json.h"
 #include "engine/io/sliding_window.h"
 
 namespace lockstep {
@@ -226,6 +226,21 @@ Result<std::optional<Llama3RopeScaling>> ParseRopeScaling(const Fields& f) {
   return std::optional<Llama3RopeScaling>(s);
 }
 
+// eos_token_id: absent/null, an id, or a list of ids (each below 2^32).
+Result<std::vector<uint32_t>> ParseEos(const Fields& f) {
+  std::vector<uint32_t> ids;
+  if (!f.Has("eos_token_id")) return ids;
+  const json& e = f.root()["eos_token_id"];
+  const json list = e.is_array() ? e : json::array({e});
+  for (const json& v : list) {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX) {
+      return f.Error("eos_token_id", "must be a token id or a list of them, got " + e.dump());
+    }
+    ids.push_back(static_cast<uint32_t>(v.get<uint64_t>()));
+  }
+  return ids;
+}
+
 }  // namespace
 
 Result<ModelConfig> ParseModelConfig(std::string_view json_text,
@@ -245,6 +260,7 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text,
   LOCKSTEP_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
   LOCKSTEP_ASSIGN_OR_RETURN(c.attention_bias, f.Bool("attention_bias", false));
   LOCKSTEP_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(f));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.eos_token_ids, ParseEos(f));
   LOCKSTEP_ASSIGN_OR_RETURN(c.layer_window,
                             ParseLayerWindows(root, c.num_layers, source_name));
   return c;

@@ -11,6 +11,7 @@
 // names the file and the field. Plain data; thread-compatible.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,6 +79,8 @@ struct ModelConfig {
   std::vector<float> rope_freqs;
   bool qk_norm = false;            // E3: per-head RMSNorm of q and k (qwen3, qwen3_moe)
   MoeConfig moe;                   // E4 (qwen3_moe); num_experts 0 otherwise
+  std::vector<uint32_t> eos_token_ids;  // "eos_token_id": an id or a list; absent/null -> none
+                                        // (GGUF: tokenizer.ggml.eos_token_id)
 
   bool is_moe() const { return moe.num_experts > 0; }
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "engine/io/json_util.h"
+#include "base/json.h"
 #include "engine/io/model_config.h"
 #include "engine/io/read_only_file.h"
 

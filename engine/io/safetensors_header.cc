@@ -5,7 +5,7 @@
 #include <limits>
 #include <string_view>
 
-#include "engine/io/json_util.h"
+#include "base/json.h"
 
 namespace lockstep {
 namespace {

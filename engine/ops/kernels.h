@@ -26,9 +26,11 @@ struct Kernels {
   // w: [rows][cols]; x: [n_tok][cols]; y: [n_tok][rows].
   void (*matmul)(const float* w, size_t rows, size_t cols,
                  const float* x, size_t n_tok, float* y);
-  // The same product over a PackedMatrix (f32 or bf16), for the rows of
-  // panels [p0, p1) only: y[t*y_stride + r] = dot_seq(w[r][:], x[t][:])
-  // for t < n_tok and p0*kPanelRows <= r < min(p1*kPanelRows, rows).
+  // The same product over a PackedMatrix of any WeightType (w[r][k] is
+  // PackedMatrix::At: bf16/f16 widened, quantized weights E2.3's value),
+  // for the rows of panels [p0, p1) only:
+  // y[t*y_stride + r] = dot_seq(w[r][:], x[t][:]) for t < n_tok and
+  // p0*kPanelRows <= r < min(p1*kPanelRows, rows).
   // x: [n_tok][w.cols()]. Disjoint panel ranges may run on different threads.
   void (*matmul_packed)(const PackedMatrix& w, size_t p0, size_t p1, const float* x,
                         size_t n_tok, float* y, size_t y_stride);

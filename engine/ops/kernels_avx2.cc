@@ -140,7 +140,9 @@ struct Avx2 {
 // Quantized weights: decode 2 panels; more tokens 2 ymm x 4 tokens.
 void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
                   float* y, size_t ys) {
-  if (QuantPanelOf(w.type()) != nullptr) return quant_impl::Matmul<Avx2, 2, 2, 4>(w, p0, p1, x, n_tok, y, ys);
+  if (QuantPanelOf(w.type()) != nullptr) {
+    return quant_impl::Matmul<Avx2, 2, 2, 4>(w, p0, p1, x, n_tok, y, ys);
+  }
   panel_impl::MatmulPacked<Avx2, 2, 2, 4>(w, p0, p1, x, n_tok, y, ys);
 }
 

@@ -144,7 +144,9 @@ struct Avx512 {
 // tokens (the dequantized weights feed 6 products each).
 void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
                   float* y, size_t ys) {
-  if (QuantPanelOf(w.type()) != nullptr) return quant_impl::Matmul<Avx512, 2, 2, 6>(w, p0, p1, x, n_tok, y, ys);
+  if (QuantPanelOf(w.type()) != nullptr) {
+    return quant_impl::Matmul<Avx512, 2, 2, 6>(w, p0, p1, x, n_tok, y, ys);
+  }
   panel_impl::MatmulPacked<Avx512, 2, 2, 8, 2, 6>(w, p0, p1, x, n_tok, y, ys);
 }
 

@@ -74,7 +74,9 @@ struct Neon {
 // tokens 4 vectors x 4 tokens.
 void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
                   float* y, size_t ys) {
-  if (QuantPanelOf(w.type()) != nullptr) return quant_impl::Matmul<Neon, 1, 4, 4>(w, p0, p1, x, n_tok, y, ys);
+  if (QuantPanelOf(w.type()) != nullptr) {
+    return quant_impl::Matmul<Neon, 1, 4, 4>(w, p0, p1, x, n_tok, y, ys);
+  }
   panel_impl::MatmulPacked<Neon, 2, 4, 4>(w, p0, p1, x, n_tok, y, ys);
 }
 

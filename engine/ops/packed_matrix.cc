@@ -80,18 +80,20 @@ Status PackedMatrix::CheckCols(WeightType type, size_t cols, const std::string& 
   return CheckRowLength(GgmlTypeOf(type), cols, what.c_str());
 }
 
-size_t PackedMatrix::PanelBytes() const {
-  if (const QuantPanel* q = QuantPanelOf(type_)) return cols_ / q->block * q->BlockBytes();
-  return kPanelRows * cols_ * (type_ == WeightType::kF32 ? 4 : 2);
+void PackedMatrix::SetShape(size_t rows, size_t cols, WeightType type) {
+  rows_ = rows;
+  cols_ = cols;
+  type_ = type;
+  const QuantPanel* q = QuantPanelOf(type);
+  panel_bytes_ = q != nullptr ? cols / q->block * q->BlockBytes()
+                              : kPanelRows * cols * (type == WeightType::kF32 ? 4 : 2);
 }
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
 void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type, Populate when) {
   assert(CheckCols(type, cols, "PackedMatrix").ok());
-  rows_ = rows;
-  cols_ = cols;
-  type_ = type;
+  SetShape(rows, cols, type);
   const size_t n = bytes();
   if (n == 0) return;
   const size_t align = n >= kHugePageBytes ? kHugePageBytes : n >= kSmallPage ? kSmallPage : 64;
@@ -221,9 +223,7 @@ void PackedMatrix::PackGgufRange(size_t r, const uint8_t* src, size_t n) {
 PackedMatrix PackedMatrix::View(std::shared_ptr<const void> owner, const uint8_t* bytes,
                                 size_t rows, size_t cols, WeightType type) {
   PackedMatrix m;
-  m.rows_ = rows;
-  m.cols_ = cols;
-  m.type_ = type;
+  m.SetShape(rows, cols, type);
   m.owner_ = std::move(owner);
   m.view_ = bytes;
   return m;

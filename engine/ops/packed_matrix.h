@@ -136,7 +136,7 @@ class PackedMatrix {
   // resident (padding rows of the last panel included).
   size_t bytes() const { return panels() * PanelBytes(); }
   // Bytes of one panel.
-  size_t PanelBytes() const;
+  size_t PanelBytes() const { return panel_bytes_; }
 
   // Panel p: [cols][kPanelRows] (bf16 rows in Bf16Slot order). REQUIRES
   // the matching type(), p < panels().
@@ -157,6 +157,7 @@ class PackedMatrix {
     void operator()(uint8_t* p) const;
   };
   void Allocate(size_t rows, size_t cols, WeightType type, Populate when);
+  void SetShape(size_t rows, size_t cols, WeightType type);
   // Rows [r, r + n) of a kBf16 matrix from n row-major rows at src.
   void PackBf16Range(size_t r, const uint8_t* src, size_t n);
   // Rows [r, r + n) of a kF16 or quantized matrix from n GGUF rows at src.
@@ -173,6 +174,7 @@ class PackedMatrix {
   size_t rows_ = 0;
   size_t cols_ = 0;
   WeightType type_ = WeightType::kF32;
+  size_t panel_bytes_ = 0;  // PanelBytes(): set with rows_, cols_, type_
   size_t storage_bytes_ = 0;
   std::unique_ptr<uint8_t[], Free> data_;  // [panels][cols][kPanelRows] elements
   std::shared_ptr<const void> owner_;      // keeps view_ alive

@@ -22,7 +22,9 @@
 
 namespace lockstep::ops::quant_impl {
 
-// How far ahead of the k it reads a tile prefetches its panels' streams.
+// How far ahead of the k it reads a tile prefetches its panels' streams:
+// each panel is one contiguous stream (heads and groups), fetched line by
+// line from a cursor that stays this far ahead of the sub-block in use.
 inline constexpr size_t kPrefetchBytes = 1024;
 
 // Scale vectors of RV lane vectors.
@@ -142,7 +144,8 @@ struct Q6_K {
   static void LoadScales(const uint8_t* head, size_t j, Scales<I, RV>& sc) {
     for (int v = 0; v < RV; ++v) {  // D = f16(d) * f32(sc[j])
       const size_t row = static_cast<size_t>(V0 + v) * I::kLanes;
-      sc.d[v] = I::Mul(I::LoadF16(head + 2 * row), I::ToF32(I::LoadI8(head + kHeadSc6 + kPanelRows * j + row)));
+      const typename I::V s = I::ToF32(I::LoadI8(head + kHeadSc6 + kPanelRows * j + row));
+      sc.d[v] = I::Mul(I::LoadF16(head + 2 * row), s);
     }
   }
   template <class I, int RV, int V0, int v, int s>
@@ -192,6 +195,8 @@ inline void Tile(const uint8_t* const (&panels)[NP], size_t cols, const float* x
     for (int v = 0; v < RV; ++v)
 #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t) acc[p][v][t] = I::Zero();
+  const uint8_t* ahead[NP];
+  for (int p = 0; p < NP; ++p) ahead[p] = panels[p] + kPrefetchBytes;
   for (size_t b = 0; b < cols / P.block; ++b) {
     for (size_t j = 0; j < P.block / P.sub; ++j) {
       Scales<I, RV> sc[NP];
@@ -201,7 +206,9 @@ inline void Tile(const uint8_t* const (&panels)[NP], size_t cols, const float* x
         const uint8_t* block = panels[p] + b * P.BlockBytes();
         Q::template LoadScales<I, RV, V0>(block, j, sc[p]);
         group[p] = block + P.head_bytes + j * kSubBytes;
-        for (size_t off = 0; off < kSubBytes; off += 64) __builtin_prefetch(group[p] + kPrefetchBytes + off, 0, 3);
+        for (; ahead[p] < group[p] + kSubBytes + kPrefetchBytes; ahead[p] += 64) {
+          __builtin_prefetch(ahead[p], 0, 3);
+        }
       }
       const float* xk = x + b * P.block + j * P.sub;
       for (size_t g = 0; g < kGroups; ++g) {
@@ -261,7 +268,7 @@ void MatmulT(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t
     for (; p < p1; ++p) PanelsTile<I, Q, 1, 1>(w, p, x, y, 0);
     return;
   }
-  for (size_t p = p0; p < p1; ++p) {
+  for (size_t p = p0; p < p1; ++p) {  // as panel_impl::MatmulPackedT's prefill loop
     size_t t = 0;
     for (; t + NTP <= n_tok; t += NTP) PrefillPanel<I, Q, RVP, NTP>(w, p, x + t * cols, y + t * ys, ys);
     if constexpr (NTP > 1) {

@@ -320,6 +320,14 @@ std::string Tokenizer::Decode(std::span<const uint32_t> ids) const {
 
 uint32_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
 
+std::optional<std::string> Tokenizer::FirstSpecialToken(std::string_view text) const {
+  for (uint32_t id : Encode(text)) {
+    const AddedToken* t = impl_->added.FindById(id);
+    if (t != nullptr && t->special) return t->content;
+  }
+  return std::nullopt;
+}
+
 std::optional<uint32_t> Tokenizer::TokenToId(std::string_view token) const {
   for (const AddedToken& t : impl_->added.tokens()) {
     if (t.content == token) return t.id;

@@ -70,6 +70,11 @@ class Tokenizer {
   // Id of a vocab entry or added token (byte-level form, e.g. "Ġthe").
   std::optional<uint32_t> TokenToId(std::string_view token) const;
 
+  // The content of the first special added token (e.g. "<|im_start|>")
+  // that Encode(text) emits, or nullopt when it emits none: what lets
+  // untrusted text be refused before it could act as markup.
+  std::optional<std::string> FirstSpecialToken(std::string_view text) const;
+
   struct Impl;  // opaque; defined in tokenizer.cc
 
  private:

@@ -2,6 +2,8 @@
 
 #include <exception>
 
+#include "base/json.h"
+
 namespace lockstep {
 namespace {
 
@@ -39,6 +41,13 @@ class TokenizerSax : public nlohmann::json_sax<json> {
   }
   bool binary(binary_t&) override { return Fail("binary values are not JSON"); }
   bool key(string_t& k) override {
+    // model.vocab's tokens are checked by the BPE model, which names them;
+    // model.vocab and model.merges themselves are not in the tree.
+    const bool flat_again = stack_.size() == 2 && model_depth_ &&
+                            ((k == "vocab" && doc_->has_vocab) || (k == "merges" && doc_->has_merges));
+    if (mode_ == Mode::kNormal && !stack_.empty() && (stack_.back()->contains(k) || flat_again)) {
+      return Fail("duplicate JSON key \"" + k + "\"");
+    }
     key_ = std::move(k);
     return true;
   }
@@ -155,6 +164,9 @@ class TokenizerSax : public nlohmann::json_sax<json> {
     return true;
   }
   bool Open(json container) {
+    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+      return Fail("JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    }
     const bool entering_model =
         stack_.size() == 1 && stack_[0]->is_object() && key_ == "model";
     json* p = Place(std::move(container));

@@ -1,6 +1,8 @@
 // Reads a HF tokenizer.json into a TokenizerDoc: the small configuration
 // parts as a JSON tree, and the two big tables (model.vocab, model.merges)
 // as flat vectors, read with a streaming parser so loading stays fast.
+// As strict as base/json.h: nesting at most kMaxJsonDepth deep, no object
+// repeating a key.
 // Pure function; thread-safe. Never throws.
 #pragma once
 

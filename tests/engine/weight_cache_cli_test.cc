@@ -38,7 +38,7 @@ TEST(WeightCacheCli, RunsWithTheCacheGiveTheReceiptOfARunWithout) {
   EXPECT_NE(first.err.find("wrote"), std::string::npos) << first.err;
   EXPECT_EQ(LastLineJson(first.out), plain);
   const CliOutput second = RunDecode(model, {"--weight-cache", cache});
-  EXPECT_NE(second.err.find("mapped from"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("read from"), std::string::npos) << second.err;
   EXPECT_EQ(LastLineJson(second.out), plain);
 
   std::string file;

@@ -58,6 +58,7 @@ TEST(ModelConfigTest, RealSmolLM2Config) {
   EXPECT_TRUE(c->tie_word_embeddings);
   EXPECT_FALSE(c->attention_bias);
   EXPECT_EQ(c->layer_window, std::vector<int>(30, 0));
+  EXPECT_EQ(c->eos_token_ids, std::vector<uint32_t>{0});
 }
 
 TEST(ModelConfigTest, ConformanceConfigs) {
@@ -94,6 +95,28 @@ TEST(ModelConfigTest, FloatCastIsOneRoundingFromDouble) {
   c = Parse(j);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->rope_theta, 1000000.0f);
+}
+
+// eos_token_id is read with the rest of the config, once: an id or a list
+// (Llama 3's three), absent or null for none; anything else is refused.
+TEST(ModelConfigTest, EosTokenIdIsAnIdOrAList) {
+  nlohmann::json j = Base();
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->eos_token_ids.empty());
+  j["eos_token_id"] = nullptr;
+  EXPECT_TRUE(Parse(j)->eos_token_ids.empty());
+  j["eos_token_id"] = 2;
+  EXPECT_EQ(Parse(j)->eos_token_ids, std::vector<uint32_t>{2});
+  j["eos_token_id"] = {128001, 128008, 128009};
+  EXPECT_EQ(Parse(j)->eos_token_ids, (std::vector<uint32_t>{128001, 128008, 128009}));
+  for (const nlohmann::json& bad : {nlohmann::json(-1), nlohmann::json("2"), nlohmann::json(2.5),
+                                    nlohmann::json({1, "x"}), nlohmann::json(4294967296ull),
+                                    nlohmann::json::object()}) {
+    j["eos_token_id"] = bad;
+    SCOPED_TRACE(bad.dump());
+    ExpectError(j, ErrorKind::kInvalid, "eos_token_id");
+  }
 }
 
 TEST(ModelConfigTest, DefaultsWhenOptionalKeysAbsent) {

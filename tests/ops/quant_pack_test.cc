@@ -94,7 +94,9 @@ TEST(QuantPack, SingleRowsToAnyDestination) {
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
     PackedMatrix m = PackedMatrix::Allocated(rows, cols, t);
-    for (size_t r : order) m.PackRows(perm[r], std::span<const uint8_t>(file).subspan(r * row_bytes, row_bytes));
+    for (size_t r : order) {
+      m.PackRows(perm[r], std::span<const uint8_t>(file).subspan(r * row_bytes, row_bytes));
+    }
     std::vector<size_t> src(rows);
     for (size_t r = 0; r < rows; ++r) src[perm[r]] = r;
     ExpectRowsAre(m, file, [&](size_t r) { return src[r]; }, Name(t));

@@ -1,5 +1,5 @@
 // The weight cache changes how weights load, never what they are: a stage
-// whose matrices are mapped from a cache file decodes bit for bit like one
+// whose matrices are read from a cache file decodes bit for bit like one
 // packed from the checkpoint, with the same weight digests; a cache file
 // whose bytes differ from the checkpoint's, or that is malformed in any
 // way, is refused with a reason, the stage is packed afresh and the file
@@ -14,7 +14,12 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <future>
 #include <random>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/io/synthetic_model.h"
 #include "tests/ops/model_fixture.h"
@@ -98,18 +103,18 @@ CachedModel WithCacheFile(const std::string& name) {
   return c;
 }
 
-TEST(WeightCache, MappedMatricesDecodeLikePackedOnes) {
+TEST(WeightCache, CachedMatricesDecodeLikePackedOnes) {
   const std::string model = Scratch("model"), cache = Scratch("cache");
   ASSERT_TRUE(WriteSyntheticModel(model, Shape(), 9, "").ok());
   const Loaded plain = LoadAndDecode(model, "");
   const Loaded first = LoadAndDecode(model, cache);
   EXPECT_NE(first.note.find("none yet; wrote"), std::string::npos) << first.note;
-  const Loaded mapped = LoadAndDecode(model, cache);
-  EXPECT_NE(mapped.note.find("mapped from"), std::string::npos) << mapped.note;
-  EXPECT_EQ(mapped.note.find("wrote"), std::string::npos) << mapped.note;
+  const Loaded cached = LoadAndDecode(model, cache);
+  EXPECT_NE(cached.note.find("read from"), std::string::npos) << cached.note;
+  EXPECT_EQ(cached.note.find("wrote"), std::string::npos) << cached.note;
   ExpectSameBits(first.logits, plain.logits);
-  ExpectSameBits(mapped.logits, plain.logits);
-  EXPECT_EQ(mapped.weights, plain.weights);
+  ExpectSameBits(cached.logits, plain.logits);
+  EXPECT_EQ(cached.weights, plain.weights);
 }
 
 TEST(WeightCache, EachStageOfAShardedCheckpointHasItsOwnFile) {
@@ -118,8 +123,8 @@ TEST(WeightCache, EachStageOfAShardedCheckpointHasItsOwnFile) {
   const StageSpec a{0, 2, true, false}, b{2, 4, false, true};
   EXPECT_NE(LoadAndDecode(model, cache, &a).note.find("wrote"), std::string::npos);
   EXPECT_NE(LoadAndDecode(model, cache, &b).note.find("wrote"), std::string::npos);
-  EXPECT_NE(LoadAndDecode(model, cache, &a).note.find("mapped from"), std::string::npos);
-  EXPECT_NE(LoadAndDecode(model, cache, &b).note.find("mapped from"), std::string::npos);
+  EXPECT_NE(LoadAndDecode(model, cache, &a).note.find("read from"), std::string::npos);
+  EXPECT_NE(LoadAndDecode(model, cache, &b).note.find("read from"), std::string::npos);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(cache), {}), 2);
 }
 
@@ -136,7 +141,7 @@ TEST(WeightCache, ABitThatDiffersFromTheCheckpointIsCaughtAndTheFileRewritten) {
   EXPECT_NE(caught.note.find("wrote"), std::string::npos) << caught.note;
   ExpectSameBits(caught.logits, plain.logits);
   const Loaded again = LoadAndDecode(model, cache);
-  EXPECT_NE(again.note.find("mapped from"), std::string::npos) << again.note;
+  EXPECT_NE(again.note.find("read from"), std::string::npos) << again.note;
   ExpectSameBits(again.logits, plain.logits);
 }
 
@@ -173,6 +178,89 @@ TEST(WeightCache, MalformedFilesAreRefusedWithTheirReason) {
     ExpectSameBits(got.logits, plain.logits);
     EXPECT_EQ(ReadFile(file), good) << d.reason;  // rewritten as it was
   }
+}
+
+// A stage loaded (with `cache_dir`, or none), then decoded after `change`
+// did something to the files it was loaded from: the decode must be the
+// checkpoint's, whatever happened.
+std::vector<float> DecodeAfter(const std::string& model, const std::string& cache_dir,
+                               const std::function<void()>& change) {
+  auto m = OpenModelDir(model, ModelPins{});
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return {};
+  const StageSpec all{0, m->config.num_layers, true, true};
+  ComputeOptions compute{ops::BestKernels().name, 2, WeightFormat::kPackedBf16, cache_dir};
+  auto s = LoadStage(*m, all, compute);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (!s.ok()) return {};
+  if (!cache_dir.empty()) {
+    EXPECT_NE(s->weight_cache_note.find("read from"), std::string::npos) << s->weight_cache_note;
+  }
+  change();
+  return DecodeLogits(**s, kPrompt, 6);
+}
+
+std::vector<float> DecodeAfter(const CachedModel& c, const std::function<void()>& change) {
+  return DecodeAfter(c.model, c.cache, change);
+}
+
+// Every byte of `path` from `from` on XORed with 0x5a, written in place
+// (same inode, same size).
+void OverwriteInPlace(const std::string& path, size_t from) {
+  std::vector<uint8_t> bytes = ReadFile(path);
+  for (size_t i = from; i < bytes.size(); ++i) bytes[i] ^= 0x5a;
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
+// Overwriting the file in place (same size, same inode, every data byte
+// changed) after the load does not reach the loaded stage.
+TEST(WeightCache, AFileOverwrittenInPlaceAfterTheLoadChangesNothing) {
+  const CachedModel c = WithCacheFile("overwritten");
+  const std::vector<float> got = DecodeAfter(c, [&] { OverwriteInPlace(c.file, U64At(ReadFile(c.file), 16)); });
+  ExpectSameBits(got, c.plain.logits);
+}
+
+// The checkpoint itself is read, never mapped: overwriting or truncating it
+// after the load changes nothing either (a file truncated during the load
+// is an error naming it: tests/io/checkpoint_test.cc).
+TEST(WeightCache, ACheckpointChangedAfterTheLoadChangesNothing) {
+  const CachedModel c = WithCacheFile("checkpoint_changed");
+  const std::string weights = c.model + "/model.safetensors";
+  ExpectSameBits(DecodeAfter(c.model, "", [&] { OverwriteInPlace(weights, 4096); }), c.plain.logits);
+  ASSERT_TRUE(WriteSyntheticModel(c.model, Shape(), 9, "").ok());
+  ExpectSameBits(DecodeAfter(c.model, "", [&] { ASSERT_EQ(::truncate(weights.c_str(), 100), 0); }),
+                 c.plain.logits);
+}
+
+// Truncating it after the load is no SIGBUS, and changes nothing either.
+TEST(WeightCache, AFileTruncatedAfterTheLoadChangesNothing) {
+  const CachedModel c = WithCacheFile("truncated");
+  const std::vector<float> got = DecodeAfter(c, [&] { ASSERT_EQ(::truncate(c.file.c_str(), 4096), 0); });
+  ExpectSameBits(got, c.plain.logits);
+}
+
+// A FIFO where the cache file should be is refused by what it is, without
+// waiting for a writer; the stage is packed afresh and the FIFO replaced.
+TEST(WeightCache, AFifoInItsPlaceIsRefusedWithoutBlocking) {
+  const CachedModel c = WithCacheFile("fifo");
+  std::filesystem::remove(c.file);
+  ASSERT_EQ(::mkfifo(c.file.c_str(), 0600), 0);
+  std::future<Loaded> load = std::async(std::launch::async, [&] { return LoadAndDecode(c.model, c.cache); });
+  if (load.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "the load is blocked on the FIFO";
+    const int unblock = ::open(c.file.c_str(), O_WRONLY | O_NONBLOCK);  // lets it go on
+    if (unblock >= 0) ::close(unblock);
+  }
+  const Loaded got = load.get();
+  EXPECT_NE(got.note.find("FIFO"), std::string::npos) << got.note;
+  EXPECT_NE(got.note.find("wrote"), std::string::npos) << got.note;
+  ExpectSameBits(got.logits, c.plain.logits);
+  struct stat st {};
+  ASSERT_EQ(::stat(c.file.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
 }
 
 TEST(WeightCache, RandomFilesNeverOpen) {

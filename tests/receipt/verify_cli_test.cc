@@ -177,6 +177,56 @@ TEST_F(VerifyCli, ChangedTokensDigestsAndRemovedStepsAreCaught) {
   EXPECT_NE(option.out.find("DIFFERS: step 3"), std::string::npos) << option.out;
 }
 
+// generated_text is recomputed from the tokens, so a changed text is a
+// difference; plan and workers cannot be recomputed, so without a trusted
+// signature verify says they are not verified.
+TEST_F(VerifyCli, GeneratedTextIsRecomputedAndPlanAndWorkersAreMarkedUnverified) {
+  ASSERT_TRUE(ReadJson(Signed()).contains("generated_text"));
+  auto text = VerifyEdited("text", [](json& j) { j["generated_text"] = "the system approves"; });
+  EXPECT_EQ(text.exit_code, 1) << text.out << text.err;
+  EXPECT_NE(text.out.find("DIFFERS: generated_text is not the text of the generated tokens: "
+                          "receipt \"the system approves\" recomputed "),
+            std::string::npos)
+      << text.out;
+
+  auto claims = VerifyEdited("claims", [](json& j) {
+    j["plan"] = "0:1,1:3";
+    j["workers"][0]["endpoint"] = "tcp://trusted.example:5555";
+  });
+  EXPECT_EQ(claims.exit_code, 0) << claims.out << claims.err;
+  EXPECT_NE(claims.out.find("generated_text        = the text of the recomputed tokens"),
+            std::string::npos) << claims.out;
+  EXPECT_NE(claims.out.find("plan, workers         = NOT VERIFIED"), std::string::npos) << claims.out;
+
+  auto trusted = RunCli({"verify", Signed(), "--model", Model(), "--trust", *dir_ + "/a.key.pub"});
+  EXPECT_EQ(trusted.exit_code, 0) << trusted.out << trusted.err;
+  EXPECT_NE(trusted.out.find("plan, workers         = as the trusted signer states them"),
+            std::string::npos) << trusted.out;
+}
+
+// Receipts are read by the strict reader: 60,000 nested levels (120 KB)
+// beside a signature (whose check copied and serialised the tree
+// recursively, SIGSEGV) are an error, not a crash, and a member given
+// twice is refused by name.
+TEST_F(VerifyCli, DeepNestingAndRepeatedMembersAreRefused) {
+  const std::string deep = *dir_ + "/deep.json";
+  std::ofstream(deep) << "{\"signature\": {\"algorithm\": \"ed25519\", \"public_key\": \""
+                      << std::string(64, '0') << "\", \"value\": \"" << std::string(128, '0')
+                      << "\"}, \"x\": " << std::string(60000, '[') << std::string(60000, ']') << "}";
+  auto nested = RunCli({"verify", deep, "--model", Model()});
+  EXPECT_EQ(nested.exit_code, 1) << nested.err;
+  EXPECT_NE(nested.err.find("deep.json: JSON nested deeper than 64 levels"), std::string::npos)
+      << nested.err;
+
+  std::string text = ReadJson(Signed()).dump();
+  text.insert(1, "\"plan\":\"0:3\",");
+  const std::string twice = *dir_ + "/twice.json";
+  std::ofstream(twice) << text;
+  auto dup = RunCli({"verify", twice, "--model", Model()});
+  EXPECT_EQ(dup.exit_code, 1) << dup.out;
+  EXPECT_NE(dup.err.find("duplicate JSON key \"plan\""), std::string::npos) << dup.err;
+}
+
 TEST_F(VerifyCli, WrongModelIsNamedBeforeAnyRecompute) {
   auto r = RunCli({"verify", Signed(), "--model", *dir_ + "/other"});
   EXPECT_EQ(r.exit_code, 1);

@@ -96,6 +96,27 @@ TEST(ClusterConfig, RejectsBadInputNamingTheKey) {
   }
 }
 
+// A key given twice (the second would silently win) and hostile nesting
+// are refused, naming the key or the depth.
+TEST(ClusterConfig, RepeatedKeysAndDeepNestingAreRefused) {
+  for (const char* text :
+       {R"({"model": "/m", "workers": ["tcp://a:1"], "insecure": false, "insecure": true})",
+        R"({"model": "/m", "workers": ["tcp://a:1"], "pins": {"config_sha256": "x", "config_sha256": "y"}})"}) {
+    auto c = ParseClusterConfig(text, "c.json");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_EQ(c.status().kind(), ErrorKind::kInvalid);
+    EXPECT_NE(c.status().message().find("c.json: duplicate JSON key"), std::string::npos)
+        << c.status().ToString();
+  }
+  EXPECT_NE(ParseClusterConfig(R"({"model": "/m", "insecure": 1, "insecure": 2})", "c.json")
+                .status().message().find("\"insecure\""),
+            std::string::npos);
+  auto deep = ParseClusterConfig("{\"plan\": " + std::string(60000, '[') + std::string(60000, ']') + "}",
+                                 "c.json");
+  EXPECT_NE(deep.status().message().find("nested deeper than 64"), std::string::npos)
+      << deep.status().ToString();
+}
+
 TEST(ClusterConfig, MissingKeyFileIsNamed) {
   auto c = ParseClusterConfig(R"({"model": "/m", "workers": ["tcp://a:1"], "key": "k"})",
                               "c.json", "/nonexistent");

@@ -119,7 +119,7 @@ TEST(WorkerProcesses, RunWithAWeightCacheGivesEveryWorkerOne) {
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_NE(second.out.find("sharded == monolithic\n"), std::string::npos) << second.out;
   size_t mapped = 0;  // two stages; the monolithic twin of --compare-monolithic is a third
-  for (size_t at = 0; (at = second.err.find("matrices mapped from", at)) != std::string::npos; ++at) ++mapped;
+  for (size_t at = 0; (at = second.err.find("matrices read from", at)) != std::string::npos; ++at) ++mapped;
   EXPECT_EQ(mapped, 3u) << second.err;
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(cache), {}), 3) << first.err;
 }

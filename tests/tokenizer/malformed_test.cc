@@ -58,6 +58,26 @@ TEST(TokenizerMalformed, MissingOrOddFile) {
   EXPECT_FALSE(Tokenizer::FromFile("/dev/null").ok());
 }
 
+// Nesting is bounded like every JSON reader's (base/json.h), and a key
+// given twice is refused by name, never silently the last one.
+TEST(TokenizerMalformed, DeepNestingAndRepeatedKeys) {
+  const std::string base = Base().dump();
+  std::string deep = base;
+  deep.insert(deep.size() - 1, ",\"x\": " + std::string(100000, '[') + std::string(100000, ']'));
+  auto t = Tokenizer::FromJson(deep, "bad.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("nested deeper than 64"), std::string::npos) << t.status().ToString();
+  for (const std::string key : {"normalizer", "vocab", "merges", "type"}) {
+    std::string twice = base;
+    const size_t at = key == "normalizer" ? 1 : twice.find("\"model\":{") + 9;
+    twice.insert(at, "\"" + key + "\":null,");
+    auto d = Tokenizer::FromJson(twice, "bad.json");
+    ASSERT_FALSE(d.ok()) << key;
+    EXPECT_NE(d.status().message().find("duplicate JSON key \"" + key + "\""), std::string::npos)
+        << d.status().ToString();
+  }
+}
+
 TEST(TokenizerMalformed, Model) {
   ExpectError([](json& j) { j.erase("model"); }, ErrorKind::kInvalid, "model");
   ExpectError([](json& j) { j["model"]["type"] = "WordPiece"; }, ErrorKind::kUnimplemented, "model.type");

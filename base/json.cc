@@ -1,4 +1,4 @@
-#include "engine/io/json_util.h"
+#include "base/json.h"
 
 #include <functional>
 #include <set>
@@ -51,6 +51,10 @@ struct KeyTracker {
 Result<nlohmann::json> ParseJsonStrict(std::string_view text,
                                        const std::string& source,
                                        ErrorKind kind) {
+  if (text.size() > kMaxJsonBytes) {
+    return Status(kind, source + ": " + std::to_string(text.size()) +
+                            " bytes of JSON, over the limit of " + std::to_string(kMaxJsonBytes));
+  }
   // nlohmann's lexer takes NUL for end of input; JSON never contains one.
   if (text.find('\0') != std::string_view::npos) {
     return Status(kind, source + ": NUL byte in JSON text");
@@ -64,7 +68,7 @@ Result<nlohmann::json> ParseJsonStrict(std::string_view text,
   try {
     j = nlohmann::json::parse(text.begin(), text.end(), std::ref(tracker));
   } catch (const nlohmann::json::exception& e) {
-    return Status(kind, source + ": invalid JSON: " + e.what());
+    return Status(kind, source + ": not valid JSON: " + e.what());
   }
   if (!tracker.duplicate.empty()) {
     return Status(kind, source + ": duplicate JSON key \"" +
