@@ -27,6 +27,7 @@ struct Limits {
   uint32_t sessions_per_coordinator = 64;   // held by one coordinator on a worker
   uint32_t sessions_per_worker = 256;       // held by all coordinators on a worker
   uint64_t kv_bytes_per_worker = uint64_t{4} << 30;  // KV cache memory budget
+  uint64_t weight_bytes_per_worker = 0;  // a stage's weights (as stored); 0: no budget
   size_t frame_bytes = size_t{64} << 20;  // one message on the wire
 };
 

@@ -37,8 +37,10 @@ Status CopyFile(const std::string& from, const std::string& to) {
 // A named shape's config.json text; "" for SyntheticConfigJson's shapes.
 Result<std::string> ShapeConfig(const MakeModelOptions& o, SyntheticShape& dims) {
   if (o.shape.empty()) return std::string();
-  if (o.shape == "smollm2-135m") {
-    dims = SmolLM2Shape();
+  if (o.shape == "smollm2-135m" || o.shape == "qwen3-0.6b" || o.shape == "qwen3-30b-a3b") {
+    dims = o.shape == "smollm2-135m" ? SmolLM2Shape()
+           : o.shape == "qwen3-0.6b" ? Qwen3_0_6BShape()
+                                     : Qwen3_30B_A3BShape();
     return std::string();
   }
   std::string text;
@@ -46,7 +48,8 @@ Result<std::string> ShapeConfig(const MakeModelOptions& o, SyntheticShape& dims)
   if (o.shape == "llama3.1-8b") text = Llama31_8BConfigJson();
   if (text.empty()) {
     return InvalidError("--shape: unknown shape '" + o.shape +
-                        "' (known: smollm2-135m, llama3.2-1b, llama3.1-8b)");
+                        "' (known: smollm2-135m, llama3.2-1b, llama3.1-8b, qwen3-0.6b, "
+                        "qwen3-30b-a3b)");
   }
   if (!o.config_path.empty()) {
     return InvalidError("--shape " + o.shape + " comes with its own config; drop --config");
@@ -120,7 +123,8 @@ CLI::App* AddMakeModelCommand(CLI::App& app, MakeModelOptions& o) {
   CLI::App* c = app.add_subcommand("make-model", "Write a seeded synthetic checkpoint");
   c->add_option("out_dir", o.out_dir, "Output folder (with --gguf: the .gguf file)")->required();
   c->add_option("--seed", o.seed, "PRNG seed (required unless --from)");
-  c->add_option("--shape", o.shape, "Named shape: smollm2-135m, llama3.2-1b or llama3.1-8b");
+  c->add_option("--shape", o.shape,
+                "Named shape: smollm2-135m, llama3.2-1b, llama3.1-8b, qwen3-0.6b or qwen3-30b-a3b");
   c->add_option("--hidden", o.dims.hidden, "hidden_size");
   c->add_option("--layers", o.dims.layers, "num_hidden_layers");
   c->add_option("--heads", o.dims.heads, "num_attention_heads");
@@ -130,6 +134,12 @@ CLI::App* AddMakeModelCommand(CLI::App& app, MakeModelOptions& o) {
   c->add_option("--theta", o.dims.theta, "rope_theta");
   c->add_flag("--bias", o.dims.bias, "q/k/v projection biases (Qwen2-style)");
   c->add_flag("--untied", o.dims.untied, "separate lm_head.weight");
+  c->add_flag("--qwen3", o.dims.qwen3, "Qwen3: per-head q/k RMSNorm (model_type qwen3)");
+  c->add_option("--head-dim", o.dims.head_dim, "head_dim (Qwen3; default hidden/heads)");
+  c->add_option("--experts", o.dims.experts, "num_experts: a Qwen3-MoE model (implies --qwen3)");
+  c->add_option("--top-k", o.dims.top_k, "num_experts_per_tok (with --experts)");
+  c->add_option("--moe-inter", o.dims.moe_inter, "moe_intermediate_size (with --experts)");
+  c->add_flag("--norm-topk", o.dims.norm_topk, "norm_topk_prob true (with --experts)");
   c->add_option("--tokenizer", o.tokenizer_path, "Copy this tokenizer.json");
   c->add_option("--config", o.config_path, "Copy this config.json (shape follows it)");
   c->add_option("--shards", o.shards,

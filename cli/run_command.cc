@@ -31,6 +31,9 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   run->add_option("--expect", o.expect, "Built-in pins to verify (smollm2-135m)");
   run->add_option("--workers", o.workers, "Shard over K local worker processes");
   run->add_option("--plan", o.plan, "Explicit layer ranges, e.g. 0:10,10:20,20:30");
+  run->add_option("--plan-balance", o.plan_balance,
+                  "What the automatic plan balances: memory (each stage's weight bytes) or "
+                  "memory+work (plus the bytes a token reads of them)");
   run->add_flag("--ship-logits", o.ship_logits, "Send every step's logits to the coordinator, which chooses the token (same digests)");
   run->add_flag("--compare-monolithic", o.compare_monolithic,
                 "Also run monolithically; fail unless every digest is equal");
@@ -179,8 +182,9 @@ Status RunSharded(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(Prepared p, Prepare(o));
   LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo model, InspectModelDir(o.model_dir, p.pins));
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req, RequestFor(o, model));
-  const runtime::LoopbackOptions loopback{o.model_dir, o.workers, o.plan, o.window, o.compute,
-                                          o.single_run ? 1 : 2, o.ship_logits, o.trace};
+  runtime::LoopbackOptions loopback{o.model_dir, o.workers, o.plan, o.window, o.compute,
+                                    o.single_run ? 1 : 2, o.ship_logits, o.trace};
+  LOCKSTEP_ASSIGN_OR_RETURN(loopback.plan_balance, ParsePlanBalance(o.plan_balance));
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr,
                             runtime::RunOnLoopback(loopback, model, p.pins, req));
   RunReport report =

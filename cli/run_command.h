@@ -26,6 +26,7 @@ struct RunOptions {
   std::string expect;        // built-in pins name, e.g. smollm2-135m
   int workers = 0;           // > 0: sharded over local worker processes
   std::string plan;          // explicit cut points, e.g. 0:10,10:20,20:30
+  std::string plan_balance = "memory";  // what the automatic plan balances
   bool compare_monolithic = false;
   bool single_run = false;   // skip the §12.4 second decode
   ComputeOptions compute;    // --isa/--threads: this process's and every worker's

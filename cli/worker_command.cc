@@ -74,6 +74,7 @@ Status Serve(const WorkerCommandOptions& o) {
   options.compute.threads = o.threads;
   options.compute.weight_cache = o.weight_cache;
   options.limits.kv_bytes_per_worker = o.kv_budget;
+  options.limits.weight_bytes_per_worker = o.memory_budget;
   LOCKSTEP_RETURN_IF_ERROR(LoadSecurity(o, &options.transport.security));
   const std::string curve_public = options.transport.security.own.public_z85;
   LOCKSTEP_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker,
@@ -114,6 +115,10 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerCommandOptions& o) {
   cmd->add_option("--kv-budget", o.kv_budget,
                   "KV cache bytes all sessions together may hold (default 4 GiB); a step or "
                   "fork past it is refused as Overloaded")
+      ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
+  cmd->add_option("--memory-budget", o.memory_budget,
+                  "Weight bytes an assigned stage may hold (as the checkpoint stores them); "
+                  "an assignment over it is refused by name before loading (default: none)")
       ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
   cmd->add_option("--ready-fd", o.ready_fd,
                   "Once bound, write one JSON line {endpoint, curve_public, pid} to this descriptor")

@@ -4,7 +4,9 @@
 // only those coordinators (and the upstream stages they assign) connect.
 // --threads/--isa: how its stages compute (the same bits for every choice).
 // --kv-budget BYTES: the KV cache memory all its sessions may hold
-// (Limits::kv_bytes_per_worker).
+// (Limits::kv_bytes_per_worker); --memory-budget BYTES: the most weight
+// bytes a stage assigned to it may hold (an Assign over it is refused
+// before loading).
 // Once bound it prints "lockstep worker listening on ENDPOINT" (port
 // resolved) on stdout for people and, with --ready-fd N, writes one JSON
 // line to descriptor N and closes it, for the process that started it:
@@ -33,6 +35,7 @@ struct WorkerCommandOptions {
   size_t threads = 1;
   int ready_fd = -1;  // -1: no readiness line
   uint64_t kv_budget = Limits{}.kv_bytes_per_worker;  // --kv-budget BYTES
+  uint64_t memory_budget = 0;  // --memory-budget BYTES (Limits::weight_bytes_per_worker)
 };
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerCommandOptions& opts);

@@ -102,6 +102,10 @@ Status ReadKey(const std::string& key, const json& v, const std::string& name,
     if (!c->auto_plan) {
       LOCKSTEP_ASSIGN_OR_RETURN(c->plan, ParsePlanJson(v, name));
     }
+  } else if (key == "plan_balance") {
+    Result<PlanBalance> b = ParsePlanBalance(v.is_string() ? v.get<std::string>() : v.dump());
+    if (!b.ok()) return Bad(name, key, b.status().message());
+    c->plan_balance = *b;
   } else if (key == "heartbeat_ms") {
     LOCKSTEP_ASSIGN_OR_RETURN(int64_t ms, PositiveInt(v, name, key));
     c->heartbeat = std::chrono::milliseconds(ms);
@@ -214,6 +218,12 @@ Result<std::vector<LayerRange>> ParsePlanText(const std::string& text) {
   return plan;
 }
 
+Result<PlanBalance> ParsePlanBalance(const std::string& text) {
+  if (text == "memory") return PlanBalance::kMemory;
+  if (text == "memory+work") return PlanBalance::kMemoryAndWork;
+  return InvalidError("plan balance '" + text + "' is not \"memory\" or \"memory+work\"");
+}
+
 std::string PlanText(const std::vector<LayerRange>& plan) {
   std::string s;
   for (const LayerRange& r : plan) {
@@ -250,16 +260,18 @@ Status ValidatePlan(const std::vector<LayerRange>& plan, int num_layers, size_t 
   return Status::Ok();
 }
 
-std::vector<LayerRange> AutoPlan(const ModelConfig& c, size_t workers) {
-  const size_t layers = static_cast<size_t>(c.num_layers);
-  const double h = c.hidden_size, q = double(c.num_heads) * c.head_dim,
-               kv = double(c.num_kv_heads) * c.head_dim, inter = c.intermediate_size;
-  const double layer = 2.0 * (2 * h * q + 2 * h * kv + 3 * h * inter);
-  const double table = double(c.vocab_size) * h;
+std::vector<LayerRange> AutoPlan(const ModelBytes& bytes, size_t workers, PlanBalance balance) {
+  const size_t layers = bytes.layers.size();
+  const bool work = balance == PlanBalance::kMemoryAndWork;
+  auto weigh = [work](const PartBytes& b) {
+    return double(b.resident) + (work ? double(b.per_token) : 0.0);
+  };
+  std::vector<double> prefix(layers + 1, 0.0);  // prefix[l]: layers [0, l)
+  for (size_t l = 0; l < layers; ++l) prefix[l + 1] = prefix[l] + weigh(bytes.layers[l]);
   auto cost = [&](size_t lo, size_t hi, size_t stage) {
-    double v = layer * double(hi - lo);
-    if (stage == 0) v += table;
-    if (stage + 1 == workers) v += 2 * table;
+    double v = prefix[hi] - prefix[lo];
+    if (stage == 0) v += weigh(bytes.first);
+    if (stage + 1 == workers) v += weigh(bytes.last);
     return v;
   };
   // best[s][l]: the least max-cost splitting layers [0, l) into s+1 stages.
@@ -285,14 +297,19 @@ std::vector<LayerRange> AutoPlan(const ModelConfig& c, size_t workers) {
   return plan;
 }
 
-Result<std::vector<StageSpec>> ResolvePlan(const ClusterConfig& cfg, const ModelConfig& model) {
+Result<std::vector<StageSpec>> ResolvePlan(const ClusterConfig& cfg, const ModelInfo& info) {
+  const ModelConfig& model = info.config;
   const size_t n = cfg.workers.size();
   if (cfg.auto_plan && (n == 0 || n > static_cast<size_t>(model.num_layers))) {
     return InvalidError("plan auto: " + std::to_string(n) + " workers for a model of " +
                         std::to_string(model.num_layers) +
                         " layers (each worker needs at least one layer)");
   }
-  const std::vector<LayerRange> plan = cfg.auto_plan ? AutoPlan(model, n) : cfg.plan;
+  std::vector<LayerRange> plan = cfg.plan;
+  if (cfg.auto_plan) {
+    LOCKSTEP_ASSIGN_OR_RETURN(const ModelBytes bytes, MeasureModelBytes(info.files, model));
+    plan = AutoPlan(bytes, n, cfg.plan_balance);
+  }
   LOCKSTEP_RETURN_IF_ERROR(ValidatePlan(plan, model.num_layers, n));
   std::vector<StageSpec> specs;
   for (size_t i = 0; i < n; ++i) {

@@ -4,6 +4,7 @@
 //    "pins": {"weights_sha256": "..."},     // optional, as a manifest
 //    "workers": ["tcp://10.0.0.1:5555", ...],
 //    "plan": "auto" | [[0,10],[10,20],[20,30]],
+//    "plan_balance": "memory" | "memory+work",  // what "auto" balances
 //    "heartbeat_ms": 250, "liveness": 8, "request_timeout_ms": 30000,
 //    "key": "coordinator.key",               // this coordinator's key file
 //    "worker_keys": ["w0.pub", ...],         // one per worker, same order
@@ -40,6 +41,8 @@
 #include "base/status.h"
 #include "engine/io/model_config.h"
 #include "engine/io/model_files.h"
+#include "engine/model_loader.h"
+#include "engine/stage_bytes.h"
 #include "engine/weights.h"
 #include "wire/link_security.h"
 
@@ -58,12 +61,18 @@ struct SpareWorker {
   std::string key;
 };
 
+// What the automatic plan balances across stages: each stage's resident
+// weight bytes, or those plus the bytes one token reads of them (its
+// per-token work: on a MoE layer the router and k experts, not all).
+enum class PlanBalance { kMemory, kMemoryAndWork };
+
 struct ClusterConfig {
   std::string model_dir;
   ModelPins pins;
   std::vector<std::string> workers;  // endpoints, pipeline order
   bool auto_plan = true;
   std::vector<LayerRange> plan;      // when !auto_plan
+  PlanBalance plan_balance = PlanBalance::kMemory;  // when auto_plan
   std::chrono::milliseconds heartbeat{250};
   int liveness = 8;                  // missed heartbeats before a worker is dead
   std::chrono::milliseconds request_timeout{30000};
@@ -80,6 +89,9 @@ Result<ClusterConfig> LoadClusterConfig(const std::string& path);
 Result<ClusterConfig> ParseClusterConfig(std::string_view json_text, const std::string& name,
                                          const std::string& base_dir = ".");
 
+// "memory" | "memory+work" (Invalid otherwise).
+Result<PlanBalance> ParsePlanBalance(const std::string& text);
+
 // "0:10,10:20,20:30" <-> ranges. Parse checks syntax only.
 Result<std::vector<LayerRange>> ParsePlanText(const std::string& text);
 std::string PlanText(const std::vector<LayerRange>& plan);
@@ -88,13 +100,15 @@ std::string PlanText(const std::vector<LayerRange>& plan);
 Status ValidatePlan(const std::vector<LayerRange>& plan, int num_layers, size_t workers);
 
 // Contiguous non-empty ranges for `workers` stages minimising the largest
-// stage cost, where a layer costs its weight count twice (memory + one
-// multiply-add per weight and token), the first stage adds the embedding
-// table (memory only) and the last adds the LM head twice (memory + its
-// matmul). REQUIRES: 1 <= workers <= num_layers.
-std::vector<LayerRange> AutoPlan(const ModelConfig& cfg, size_t workers);
+// stage cost: its share of `bytes` (ModelBytes::Stage, the checkpoint's
+// own tensor sizes, so MoE layers and quantized tensors weigh what they
+// weigh), resident only or resident + per token as `balance` says.
+// REQUIRES: 1 <= workers <= bytes.layers.size().
+std::vector<LayerRange> AutoPlan(const ModelBytes& bytes, size_t workers, PlanBalance balance);
 
-// The plan (auto or explicit, validated) as StageSpecs with first/last set.
-Result<std::vector<StageSpec>> ResolvePlan(const ClusterConfig& cfg, const ModelConfig& model);
+// The plan (auto, from the checkpoint's tensor sizes, or explicit;
+// validated) as StageSpecs with first/last set. Errors name the plan or
+// the checkpoint; nothing is loaded.
+Result<std::vector<StageSpec>> ResolvePlan(const ClusterConfig& cfg, const ModelInfo& model);
 
 }  // namespace lockstep

@@ -67,7 +67,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
   c->seed_ = model.Seed();
   c->model_ = std::move(model);
   // The plan is checked before any worker is contacted, let alone loads.
-  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<StageSpec> specs, ResolvePlan(config, c->model_.config));
+  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<StageSpec> specs, ResolvePlan(config, c->model_));
   for (size_t k = 0; k < specs.size(); ++k) {
     LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> files, StageWeightFiles(c->model_, specs[k]));
     std::vector<wire::WeightFile>& sent = c->weight_files_.emplace_back();

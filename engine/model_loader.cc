@@ -183,6 +183,11 @@ Result<std::vector<FileDigest>> StageWeightFiles(const ModelInfo& model, const S
   return out;
 }
 
+Result<ModelBytes> MeasureModelBytes(const ModelFiles& files, const ModelConfig& config) {
+  LOCKSTEP_ASSIGN_OR_RETURN(const Checkpoint ckpt, Checkpoint::Open(files.weights_path));
+  return MeasureModelBytes(ckpt, config);
+}
+
 Status ValidateComputeOptions(const ComputeOptions& compute) {
   if (ops::KernelsByName(compute.isa) == nullptr) {
     return InvalidError("--isa " + compute.isa + " is unknown or not supported by this CPU");

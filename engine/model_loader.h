@@ -25,6 +25,7 @@
 #include "engine/ops/kernels.h"
 #include "engine/ops/thread_pool.h"
 #include "engine/stage.h"
+#include "engine/stage_bytes.h"
 #include "engine/weights.h"
 #include "engine/witness.h"
 
@@ -66,6 +67,10 @@ Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins,
 // parts the stage reads (Checkpoint::digest_names, docs/spec_notes.md).
 // Empty for a single safetensors file. REQUIRES a validated spec.
 Result<std::vector<FileDigest>> StageWeightFiles(const ModelInfo& model, const StageSpec& spec);
+
+// What each part of a model weighs (stage_bytes.h), from the tensor
+// infos of its checkpoint (headers only: every file opened, none read).
+Result<ModelBytes> MeasureModelBytes(const ModelFiles& files, const ModelConfig& config);
 
 // Validates a config (parsed, or built from another format) for the
 // forward pass: head_dim limits, the MLP sizes, E4's expert counts;

@@ -4,22 +4,13 @@
 #include <cstring>
 #include <string>
 
+#include "engine/matmul_units.h"
 #include "engine/ops/pinned_math.h"
 #include "engine/ops/rope.h"
 #include "engine/rope_table.h"
 
 namespace lockstep {
 namespace {
-
-// Panels in one work item of a matmul: 2, as the kernels take panels in
-// pairs (decode streams two at once; several rows share each broadcast
-// between two panels' rows).
-constexpr size_t kUnitPanels = 2;
-
-// Grows v to at least n elements (allocates only when it must).
-void Fit(std::vector<float>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
 
 // Packs a row-major matrix (WeightFormat::kF32Rows) and drops the rows.
 void Pack(WeightMatrix& m) {
@@ -31,12 +22,7 @@ void Pack(WeightMatrix& m) {
 void PackAll(StageWeights& w) {
   Pack(w.embed);
   Pack(w.lm_head);
-  for (LayerWeights& l : w.layers) {
-    for (WeightMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj,
-                            &l.up_proj, &l.down_proj}) {
-      Pack(*m);
-    }
-  }
+  for (LayerWeights& l : w.layers) ForEachMatrix(l, Pack);
 }
 
 void AddBias(const std::vector<float>& bias, float* y, size_t n) {
@@ -44,33 +30,10 @@ void AddBias(const std::vector<float>& bias, float* y, size_t n) {
   for (size_t t = 0; t < n; ++t) ops::AddInPlace(y + t * bias.size(), bias.data(), bias.size());
 }
 
-size_t Units(const ops::PackedMatrix& w) {
-  return (w.panels() + kUnitPanels - 1) / kUnitPanels;
-}
-
-// Panels [p0, p1) of work item u of w.
-size_t UnitBegin(size_t u) { return u * kUnitPanels; }
-size_t UnitEnd(const ops::PackedMatrix& w, size_t u) {
-  return std::min((u + 1) * kUnitPanels, w.panels());
-}
-
-// fn(u) for every work item u in [0, units) of a matmul over n rows: one
-// row, items claimed dynamically; several, in runs (see Stage::MatMul).
-template <class F>
-void ForEachUnit(ops::ThreadPool* pool, size_t n, size_t units, F&& fn) {
-  if (n > 1) return ops::ForEachInRuns(pool, units, fn);
-  ops::ForEachChunk(pool, units, 1, [&](size_t b, size_t e, size_t) {
-    for (size_t u = b; u < e; ++u) fn(u);
-  });
-}
-
-// fn(t) for every row t < n. Rows are independent (each writes only its
-// own outputs), so several are split across the pool; one runs inline.
-template <class F>
-void ForEachRow(ops::ThreadPool* pool, size_t n, F&& fn) {
-  ops::ForEachChunk(pool, n, 1, [&](size_t b, size_t e, size_t) {
-    for (size_t t = b; t < e; ++t) fn(t);
-  });
+// E3: §8 RMSNorm of each head_dim slice of one row's heads, in place.
+void HeadNorms(float* row, size_t width, const std::vector<float>& weight, float eps) {
+  const size_t hd = weight.size();
+  for (size_t at = 0; at < width; at += hd) ops::RmsNorm(row + at, weight.data(), hd, eps, row + at);
 }
 
 }  // namespace
@@ -120,16 +83,17 @@ void Stage::Reserve(ForwardScratch& s, size_t n, size_t max_keys) const {
   const size_t qw = static_cast<size_t>(config_.num_heads) * hd;
   const size_t kvw = static_cast<size_t>(config_.num_kv_heads) * hd;
   const size_t inter = static_cast<size_t>(config_.intermediate_size);
-  Fit(s.rope, n * hd);
-  Fit(s.normed, n * h);
-  Fit(s.q, n * qw);
-  Fit(s.k, n * kvw);
-  Fit(s.v, n * kvw);
-  Fit(s.mixed, n * qw);
-  Fit(s.attn, n * h);
-  Fit(s.gate, n * inter);
-  Fit(s.up, n * inter);
-  Fit(s.batch, n * h);
+  FitScratch(s.rope, n * hd);
+  FitScratch(s.normed, n * h);
+  FitScratch(s.q, n * qw);
+  FitScratch(s.k, n * kvw);
+  FitScratch(s.v, n * kvw);
+  FitScratch(s.mixed, n * qw);
+  FitScratch(s.attn, n * h);
+  FitScratch(s.gate, n * inter);
+  FitScratch(s.up, n * inter);
+  FitScratch(s.batch, n * h);
+  s.moe.Reserve(n, config_);
   const size_t stride = (max_keys + ops::kKvTile - 1) / ops::kKvTile * ops::kKvTile;
   if (stride > s.key_stride) {  // AttendAll's rows: see AttendRows and AttendSplit
     const size_t group = static_cast<size_t>(config_.num_heads / config_.num_kv_heads);
@@ -176,7 +140,7 @@ Status Stage::ForwardBatch(std::span<const BatchItem> items, ForwardScratch& s) 
   if (items.size() == 1) return Forward(items[0].hidden, items[0].first_pos, *items[0].cache, s);
   LOCKSTEP_RETURN_IF_ERROR(Prepare(items, s));
   const size_t n = s.rows.size(), h = hidden();
-  Fit(s.batch, n * h);
+  FitScratch(s.batch, n * h);
   size_t off = 0;
   for (const BatchItem& it : items) {  // gather the sessions' rows
     std::copy(it.hidden.begin(), it.hidden.end(), s.batch.begin() + static_cast<ptrdiff_t>(off));
@@ -257,7 +221,14 @@ void Stage::Layer(int layer, float* hidden, size_t n, ForwardScratch& s) const {
   });
   Attention(layer, w, n, s);                   // §9.1-9.4, o_proj into s.attn
   ops::AddInPlace(hidden, s.attn.data(), n * h);  // §9.5 residual
-  Mlp(w, hidden, n, s);                        // §10
+  ForEachRow(pool_, n, [&](size_t t) {  // §8 post_attention_layernorm
+    ops::RmsNorm(hidden + t * h, w.post_norm.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
+  });
+  if (w.experts.empty()) {
+    Mlp(w, hidden, n, s);  // §10
+  } else {
+    Moe(w, hidden, n, s);  // E4
+  }
 }
 
 void Stage::Attention(int layer, const LayerWeights& w, size_t n, ForwardScratch& s) const {
@@ -276,6 +247,10 @@ void Stage::Attention(int layer, const LayerWeights& w, size_t n, ForwardScratch
     std::span<const float> cos_v(s.rope.data() + i * 2 * half, half);
     std::span<const float> sin_v(s.rope.data() + i * 2 * half + half, half);
     float* k = s.k.data() + i * kvw;
+    if (!w.q_norm.empty()) {  // E3, before RoPE: the cache's raw K is the normalised K
+      HeadNorms(s.q.data() + i * qw, qw, w.q_norm, config_.rms_norm_eps);
+      HeadNorms(k, kvw, w.k_norm, config_.rms_norm_eps);
+    }
     std::memcpy(r.cache->kraw_row(layer, r.entry), k, kvw * sizeof(float));
     r.cache->SetV(layer, r.entry, s.v.data() + i * kvw);
     ops::RotateHalf(std::span<float>(s.q.data() + i * qw, qw), hd, cos_v, sin_v);
@@ -372,12 +347,10 @@ void Stage::AttendSplit(int layer, size_t n, ForwardScratch& s) const {
   });
 }
 
+// §10 over n rows whose post_attention_layernorm output is in s.normed.
 void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& s) const {
   const size_t h = this->hidden();
   const size_t inter = w.gate_proj.rows;
-  ForEachRow(pool_, n, [&](size_t t) {  // §8 post_attention_layernorm
-    ops::RmsNorm(hidden + t * h, w.post_norm.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
-  });
   // gate and up for work item u's panels, then §10's silu(gate)*up on their
   // rows; items as MatMul's.
   const ops::PackedMatrix& g = w.gate_proj.packed;
@@ -402,7 +375,7 @@ void Stage::Logits(std::span<const float> row, std::span<float> logits, ForwardS
 void Stage::LogitsBatch(std::span<const float> rows, std::span<float> logits,
                         ForwardScratch& s) const {
   const size_t h = hidden(), n = rows.size() / h;
-  Fit(s.normed, n * h);
+  FitScratch(s.normed, n * h);
   ForEachRow(pool_, n, [&](size_t t) {  // §11.1
     ops::RmsNorm(rows.data() + t * h, weights_.final_norm.data(), h, config_.rms_norm_eps,
                  s.normed.data() + t * h);

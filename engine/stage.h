@@ -1,4 +1,5 @@
-// Stage: runs one contiguous slice of a transformer (CIS-2 §8-§11) —
+// Stage: runs one contiguous slice of a transformer (CIS-2 §8-§11, with
+// EXTENSIONS.md E3's q/k norm and E4's experts where the config has them) —
 // optionally the embedding, the layers [lo, hi), optionally the final norm
 // and LM head. A monolithic run is one Stage over every layer; a sharded
 // run is one Stage per worker. Same code, same bits.
@@ -21,6 +22,7 @@
 #include "engine/io/model_config.h"
 #include "engine/kv_cache.h"
 #include "engine/layer_trace.h"
+#include "engine/moe.h"
 #include "engine/ops/kernels.h"
 #include "engine/ops/thread_pool.h"
 #include "engine/weights.h"
@@ -62,6 +64,7 @@ class ForwardScratch {
   std::vector<float> batch;     // [n][hidden], ForwardBatch's gathered rows
   std::vector<float> scores;    // [2*threads*group][key_stride], attention probabilities
   size_t key_stride = 0;        // max_keys rounded up to whole K tiles
+  MoeScratch moe;               // E4's buffers (MoE models only)
   LayerObserver* observer_ = nullptr;
 };
 
@@ -145,6 +148,7 @@ class Stage {
   void AttendRows(int layer, size_t n, ForwardScratch& s) const;
   void AttendSplit(int layer, size_t n, ForwardScratch& s) const;
   void Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& s) const;
+  void Moe(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& s) const;  // moe.cc
   void Reserve(ForwardScratch& s, size_t n, size_t max_keys) const;
 
   ModelConfig config_;

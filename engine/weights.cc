@@ -6,7 +6,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 
@@ -18,9 +17,7 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-std::string LayerName(int layer, const char* suffix) {
-  return "model.layers." + std::to_string(layer) + "." + suffix;
-}
+std::string LayerName(int layer, const char* suffix) { return LayerTensorName(layer, suffix); }
 
 // Builds the destination of every tensor a stage reads and the sink that
 // fills it from the checkpoint's bytes (Checkpoint::ReadAll), so each byte
@@ -231,6 +228,21 @@ class SinkBuilder {
   std::vector<ops::PackedMatrix*> unpopulated_;
 };
 
+// E4: the router and every expert, through the same sinks as the dense
+// matrices (so they are packed, typed and hashed alike).
+void AddExperts(SinkBuilder& b, const ModelConfig& c, int l, LayerWeights& w) {
+  const size_t hidden = static_cast<size_t>(c.hidden_size);
+  const size_t inter = static_cast<size_t>(c.moe.intermediate_size);
+  b.Matrix(LayerName(l, "mlp.gate.weight"), w.router, static_cast<size_t>(c.moe.num_experts), hidden);
+  w.experts.resize(static_cast<size_t>(c.moe.num_experts));
+  for (int e = 0; e < c.moe.num_experts; ++e) {
+    ExpertWeights& x = w.experts[static_cast<size_t>(e)];
+    b.Matrix(ExpertTensorName(l, e, "gate_proj.weight"), x.gate_proj, inter, hidden);
+    b.Matrix(ExpertTensorName(l, e, "up_proj.weight"), x.up_proj, inter, hidden);
+    b.Matrix(ExpertTensorName(l, e, "down_proj.weight"), x.down_proj, hidden, inter);
+  }
+}
+
 void AddLayer(SinkBuilder& b, const ModelConfig& c, int l, LayerWeights& w) {
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const size_t q_width = static_cast<size_t>(c.num_heads) * static_cast<size_t>(c.head_dim);
@@ -243,8 +255,13 @@ void AddLayer(SinkBuilder& b, const ModelConfig& c, int l, LayerWeights& w) {
   b.OptionalVector(LayerName(l, "self_attn.q_proj.bias"), w.q_bias, q_width);
   b.OptionalVector(LayerName(l, "self_attn.k_proj.bias"), w.k_bias, kv_width);
   b.OptionalVector(LayerName(l, "self_attn.v_proj.bias"), w.v_bias, kv_width);
+  if (c.qk_norm) {  // E3
+    b.Vector(LayerName(l, "self_attn.q_norm.weight"), w.q_norm, static_cast<size_t>(c.head_dim));
+    b.Vector(LayerName(l, "self_attn.k_norm.weight"), w.k_norm, static_cast<size_t>(c.head_dim));
+  }
   b.Matrix(LayerName(l, "self_attn.o_proj.weight"), w.o_proj, hidden, q_width);
   b.Vector(LayerName(l, "post_attention_layernorm.weight"), w.post_norm, hidden);
+  if (c.is_moe()) return AddExperts(b, c, l, w);
   b.Matrix(LayerName(l, "mlp.gate_proj.weight"), w.gate_proj, inter, hidden);
   b.Matrix(LayerName(l, "mlp.up_proj.weight"), w.up_proj, inter, hidden);
   b.Matrix(LayerName(l, "mlp.down_proj.weight"), w.down_proj, hidden, inter);
@@ -270,57 +287,49 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
   return LoadStageWeights(f, c, spec, WeightFormat::kPackedBf16);
 }
 
-size_t WeightBytesPerToken(const StageWeights& w) {
-  auto bytes = [](const WeightMatrix& m) {
-    return m.packed.empty() ? m.data.size() * sizeof(float) : m.packed.bytes();
-  };
-  size_t total = 0;
-  for (const LayerWeights& l : w.layers) {
-    for (const WeightMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj,
-                                  &l.up_proj, &l.down_proj}) {
-      total += bytes(*m);
-    }
+void ForEachMatrix(LayerWeights& l, const std::function<void(WeightMatrix&)>& fn) {
+  for (WeightMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj,
+                          &l.down_proj, &l.router}) {
+    fn(*m);
   }
-  if (w.spec.last) total += bytes(w.head());
-  return total;
+  for (ExpertWeights& x : l.experts) {
+    for (WeightMatrix* m : {&x.gate_proj, &x.up_proj, &x.down_proj}) fn(*m);
+  }
 }
 
 namespace {
 
-void ForEachStageTensor(const ModelConfig& c, const StageSpec& spec,
-                        const std::function<void(const std::string& name, Shape shape,
-                                                 bool optional)>& fn) {
-  const int64_t hidden = c.hidden_size, vocab = c.vocab_size, inter = c.intermediate_size;
-  const int64_t q_width = int64_t{c.num_heads} * c.head_dim;
-  const int64_t kv_width = int64_t{c.num_kv_heads} * c.head_dim;
-  const bool tied = c.tie_word_embeddings;
-  if (spec.first || (spec.last && tied)) fn("model.embed_tokens.weight", {vocab, hidden}, false);
-  for (int l = spec.lo; l < spec.hi; ++l) {
-    fn(LayerName(l, "input_layernorm.weight"), {hidden}, false);
-    fn(LayerName(l, "self_attn.q_proj.weight"), {q_width, hidden}, false);
-    fn(LayerName(l, "self_attn.k_proj.weight"), {kv_width, hidden}, false);
-    fn(LayerName(l, "self_attn.v_proj.weight"), {kv_width, hidden}, false);
-    fn(LayerName(l, "self_attn.q_proj.bias"), {q_width}, true);
-    fn(LayerName(l, "self_attn.k_proj.bias"), {kv_width}, true);
-    fn(LayerName(l, "self_attn.v_proj.bias"), {kv_width}, true);
-    fn(LayerName(l, "self_attn.o_proj.weight"), {hidden, q_width}, false);
-    fn(LayerName(l, "post_attention_layernorm.weight"), {hidden}, false);
-    fn(LayerName(l, "mlp.gate_proj.weight"), {inter, hidden}, false);
-    fn(LayerName(l, "mlp.up_proj.weight"), {inter, hidden}, false);
-    fn(LayerName(l, "mlp.down_proj.weight"), {hidden, inter}, false);
+size_t MatrixBytes(const WeightMatrix& m) {
+  return m.packed.empty() ? m.data.size() * sizeof(float) : m.packed.bytes();
+}
+
+// What one token reads of a MoE layer's experts: the k largest of them.
+size_t ChosenExpertBytes(const std::vector<ExpertWeights>& experts, int k) {
+  std::vector<size_t> sizes;
+  for (const ExpertWeights& x : experts) {
+    sizes.push_back(MatrixBytes(x.gate_proj) + MatrixBytes(x.up_proj) + MatrixBytes(x.down_proj));
   }
-  if (spec.last) {
-    fn("model.norm.weight", {hidden}, false);
-    if (!tied) fn("lm_head.weight", {vocab, hidden}, false);
-  }
+  const size_t n = std::min(sizes.size(), static_cast<size_t>(std::max(k, 0)));
+  std::partial_sort(sizes.begin(), sizes.begin() + static_cast<ptrdiff_t>(n), sizes.end(),
+                    std::greater<>());
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) total += sizes[i];
+  return total;
 }
 
 }  // namespace
 
-Checkpoint::Filter StageTensorFilter(const ModelConfig& c, const StageSpec& spec) {
-  auto names = std::make_shared<std::set<std::string, std::less<>>>();
-  ForEachStageTensor(c, spec, [&](const std::string& name, Shape, bool) { names->insert(name); });
-  return [names](std::string_view name) { return names->count(name) > 0; };
+size_t WeightBytesPerToken(const StageWeights& w) {
+  size_t total = 0;
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj,
+                                  &l.up_proj, &l.down_proj, &l.router}) {
+      total += MatrixBytes(*m);
+    }
+    total += ChosenExpertBytes(l.experts, w.experts_per_tok);
+  }
+  if (w.spec.last) total += MatrixBytes(w.head());
+  return total;
 }
 
 namespace {
@@ -360,6 +369,7 @@ Status LoadOnce(const Checkpoint& f, const ModelConfig& c, const StageSpec& spec
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const size_t vocab = static_cast<size_t>(c.vocab_size);
   w.spec = spec;
+  w.experts_per_tok = c.moe.experts_per_tok;
   w.layers.resize(static_cast<size_t>(spec.hi - spec.lo));
   SinkBuilder b(f, format, cache, check);
   const bool tied = c.tie_word_embeddings;

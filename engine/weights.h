@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,16 +26,9 @@
 #include "engine/io/model_config.h"
 #include "engine/io/checkpoint.h"
 #include "engine/ops/packed_matrix.h"
+#include "engine/stage_tensors.h"
 
 namespace lockstep {
-
-// Which part of the model a stage runs.
-struct StageSpec {
-  int lo = 0;          // first layer, absolute index
-  int hi = 0;          // one past the last layer
-  bool first = false;  // embeds token ids
-  bool last = false;   // final norm + LM head
-};
 
 // A linear layer's [rows][cols] weight (§2.5): row-major f32 `data`
 // (WeightFormat::kF32Rows) and/or the kernels' `packed` layout. Stage packs
@@ -55,6 +49,13 @@ enum class WeightFormat {
                 // blocks (F32 checkpoints: as kPackedF32)
 };
 
+// One expert of a MoE layer (E4): a §10 SwiGLU MLP of its own.
+struct ExpertWeights {
+  WeightMatrix gate_proj;  // [moe_inter][hidden]
+  WeightMatrix up_proj;    // [moe_inter][hidden]
+  WeightMatrix down_proj;  // [hidden][moe_inter]
+};
+
 struct LayerWeights {
   std::vector<float> input_norm;  // [hidden]
   WeightMatrix q_proj;            // [heads*head_dim][hidden]
@@ -63,15 +64,24 @@ struct LayerWeights {
   std::vector<float> q_bias;      // [heads*head_dim] or empty (§9.1)
   std::vector<float> k_bias;      // [kv_heads*head_dim] or empty
   std::vector<float> v_bias;      // [kv_heads*head_dim] or empty
+  std::vector<float> q_norm;      // [head_dim] (E3) or empty
+  std::vector<float> k_norm;      // [head_dim] (E3) or empty
   WeightMatrix o_proj;            // [hidden][heads*head_dim]
   std::vector<float> post_norm;   // [hidden]
-  WeightMatrix gate_proj;         // [inter][hidden]
-  WeightMatrix up_proj;           // [inter][hidden]
-  WeightMatrix down_proj;         // [hidden][inter]
+  WeightMatrix gate_proj;         // [inter][hidden]; empty on a MoE layer
+  WeightMatrix up_proj;           // [inter][hidden]; empty on a MoE layer
+  WeightMatrix down_proj;         // [hidden][inter]; empty on a MoE layer
+  WeightMatrix router;            // [experts][hidden], mlp.gate.weight (E4) or empty
+  std::vector<ExpertWeights> experts;  // [experts] (E4) or empty
 };
+
+// fn(m) for every linear layer of `l`: attention's, then the dense MLP's
+// or the router's and every expert's (ascending index).
+void ForEachMatrix(LayerWeights& l, const std::function<void(WeightMatrix&)>& fn);
 
 struct StageWeights {
   StageSpec spec;
+  int experts_per_tok = 0;          // E4's k on MoE layers (0: dense)
   WeightMatrix embed;               // [vocab][hidden]; empty unless needed
   std::vector<LayerWeights> layers; // [hi - lo]
   std::vector<float> final_norm;    // [hidden] when last
@@ -108,14 +118,12 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& file, const ModelConfig&
                                       WeightCacheUse* cache = nullptr);
 
 // Bytes of linear-layer weights one decode step streams (every matrix
-// once; the embedding lookup excluded unless it is the tied LM head).
+// once; on a MoE layer the router and the k largest experts, as a token
+// reads only the k it chooses; the embedding lookup excluded unless it is
+// the tied LM head).
 size_t WeightBytesPerToken(const StageWeights& w);
 
 // Checks a spec against a config; Invalid error naming the bad field.
 Status ValidateStageSpec(const ModelConfig& cfg, const StageSpec& spec);
-
-// Selects the tensors a stage reads (for Checkpoint::Open, so a stage opens
-// only the shard files that hold them). REQUIRES: a validated spec.
-Checkpoint::Filter StageTensorFilter(const ModelConfig& cfg, const StageSpec& spec);
 
 }  // namespace lockstep

@@ -33,8 +33,9 @@ Result<ClusterConfig> LoopbackConfig(const LoopbackOptions& o, const ModelInfo& 
     if (workers == 0) workers = cfg.plan.size();
   }
   cfg.workers.assign(workers, "");
+  cfg.plan_balance = o.plan_balance;
   // Validate before any worker process exists, let alone loads.
-  LOCKSTEP_RETURN_IF_ERROR(ResolvePlan(cfg, model.config).status());
+  LOCKSTEP_RETURN_IF_ERROR(ResolvePlan(cfg, model).status());
   cfg.request_timeout = milliseconds(600000);  // scalar kernels: long prefills
   cfg.ship_logits = o.ship_logits;
   return cfg;
@@ -74,8 +75,15 @@ std::vector<receipt::WorkerEntry> ReceiptWorkers(const Coordinator& c) {
 
 std::vector<std::string> ClusterNotes(const Coordinator& c, const ClusterRun& run) {
   std::vector<std::string> notes;
+  // What each stage's weights take as stored, and what a token reads of them.
+  const Result<ModelBytes> bytes = MeasureModelBytes(c.model_files(), c.model_config());
   for (const WorkerInfo& w : c.workers()) {
-    notes.push_back("worker                = " + w.Describe() + " resident " +
+    std::string weights;
+    if (bytes.ok()) {
+      const PartBytes b = bytes->Stage(w.spec);
+      weights = " weights " + Mib(b.resident) + " (" + Mib(b.per_token) + " per token)";
+    }
+    notes.push_back("worker                = " + w.Describe() + weights + " resident " +
                     Mib(w.resident_bytes));
   }
   char buf[160];

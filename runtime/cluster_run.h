@@ -45,6 +45,7 @@ struct LoopbackOptions {
   int runs = 2;               // 2: the §12.4 check; 1: decode once
   bool ship_logits = false;   // logits to the coordinator (ClusterConfig::ship_logits)
   bool trace = false;         // per-layer digests (RunOnCluster)
+  PlanBalance plan_balance = PlanBalance::kMemory;  // what an automatic plan balances
 };
 
 // A loopback run: its result and what the report shows of the cluster.

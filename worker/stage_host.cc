@@ -230,6 +230,16 @@ void StageHost::OnAssign(const wire::Assign& m, std::vector<Outgoing>* out) {
   }
 }
 
+Status StageHost::CheckWeightBudget(const Checkpoint& weights, const ModelConfig& config,
+                                    const StageSpec& spec) const {
+  LOCKSTEP_ASSIGN_OR_RETURN(const PartBytes need, MeasureStageBytes(weights, config, spec));
+  return CheckLimit(ErrorKind::kInvalid, "weight_bytes_per_worker (--memory-budget)",
+                    "the weights of layers " + Range(static_cast<uint32_t>(spec.lo),
+                                                     static_cast<uint32_t>(spec.hi)) +
+                        " on worker " + name_,
+                    need.resident, weight_budget_);
+}
+
 Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* out) {
   LOCKSTEP_RETURN_IF_ERROR(ops::PinFpEnvironment());
   const std::string& dir = model_dir_override_.empty() ? m.model_dir : model_dir_override_;
@@ -252,6 +262,9 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
                         model.files.weights_path + " is a single file");
   }
   if (by_parts) LOCKSTEP_RETURN_IF_ERROR(EveryReadFileIsPinned(*model.weights, pins, dir));
+  if (weight_budget_ > 0) {  // before a byte is loaded
+    LOCKSTEP_RETURN_IF_ERROR(CheckWeightBudget(*model.weights, model.config, spec));
+  }
   if (!m.is_last && m.next_hop.empty()) return InvalidError("no next hop for a non-last stage");
   // The weights are hashed as they load; nothing is computed before the
   // digests are checked (here and by the coordinator from the Hello).

@@ -120,6 +120,11 @@ class StageHost {
   // first stage leaves its session as it was (it may be retried); on a later
   // stage the earlier ones have already run it, so the session fails.
   void set_kv_budget(uint64_t bytes) { kv_budget_ = bytes; }
+  // The weight memory budget (Limits::weight_bytes_per_worker, 0: none):
+  // an Assign whose stage's tensors take more bytes (as the checkpoint
+  // stores them, stage_bytes.h) is refused as Invalid naming the limit and
+  // this worker, before anything is loaded.
+  void set_weight_budget(uint64_t bytes) { weight_budget_ = bytes; }
   // Bytes one cache entry takes on this stage (K, pre-RoPE K and V of every
   // layer held, plus its position); 0 before an Assign.
   uint64_t kv_entry_bytes() const;
@@ -158,6 +163,8 @@ class StageHost {
   // Any other Assign loads afresh and drops every session.
   void OnAssign(const wire::Assign& m, std::vector<Outgoing>* out);
   bool SameStage(const wire::Assign& m) const;
+  Status CheckWeightBudget(const Checkpoint& weights, const ModelConfig& config,
+                           const StageSpec& spec) const;
   void Rewire(const wire::Assign& m, std::vector<Outgoing>* out);
   // The links to open for an assignment: the next stage, and for the last
   // stage the first (relayed steps).
@@ -254,6 +261,7 @@ class StageHost {
   uint64_t batched_steps_ = 0;
   uint64_t batched_rows_ = 0;
   uint64_t kv_budget_ = UINT64_MAX;
+  uint64_t weight_budget_ = 0;  // 0: none
   uint64_t batch_entries_ = 0;  // rows accepted into the batch being gathered
   uint64_t compute_nanos_ = 0;
 };

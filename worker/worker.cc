@@ -57,6 +57,7 @@ std::unique_ptr<StageHost> Worker::MakeHost() {
   }
   host->set_max_batch(options_.max_batch);
   host->set_kv_budget(options_.limits.kv_bytes_per_worker);
+  host->set_weight_budget(options_.limits.weight_bytes_per_worker);
   return host;
 }
 

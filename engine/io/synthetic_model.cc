@@ -64,9 +64,24 @@ void AddLayer(Builder& b, const ModelConfig& c, int i, bool with_bias) {
   b.Linear(p + "self_attn.k_proj.weight", kv_dim, c.hidden_size);
   b.Linear(p + "self_attn.v_proj.weight", kv_dim, c.hidden_size);
   b.Linear(p + "self_attn.o_proj.weight", c.hidden_size, q_dim);
-  b.Linear(p + "mlp.gate_proj.weight", c.intermediate_size, c.hidden_size);
-  b.Linear(p + "mlp.up_proj.weight", c.intermediate_size, c.hidden_size);
-  b.Linear(p + "mlp.down_proj.weight", c.hidden_size, c.intermediate_size);
+  if (c.qk_norm) {
+    b.Norm(p + "self_attn.q_norm.weight", c.head_dim);
+    b.Norm(p + "self_attn.k_norm.weight", c.head_dim);
+  }
+  if (c.is_moe()) {
+    const int inter = c.moe.intermediate_size;
+    b.Linear(p + "mlp.gate.weight", c.moe.num_experts, c.hidden_size);
+    for (int e = 0; e < c.moe.num_experts; ++e) {
+      const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+      b.Linear(x + "gate_proj.weight", inter, c.hidden_size);
+      b.Linear(x + "up_proj.weight", inter, c.hidden_size);
+      b.Linear(x + "down_proj.weight", c.hidden_size, inter);
+    }
+  } else {
+    b.Linear(p + "mlp.gate_proj.weight", c.intermediate_size, c.hidden_size);
+    b.Linear(p + "mlp.up_proj.weight", c.intermediate_size, c.hidden_size);
+    b.Linear(p + "mlp.down_proj.weight", c.hidden_size, c.intermediate_size);
+  }
   if (with_bias) {
     b.Bias(p + "self_attn.q_proj.bias", q_dim);
     b.Bias(p + "self_attn.k_proj.bias", kv_dim);
@@ -88,12 +103,47 @@ SyntheticShape SmolLM2Shape() {
   return s;
 }
 
+SyntheticShape Qwen3_0_6BShape() {
+  SyntheticShape s;
+  s.hidden = 1024, s.layers = 28, s.heads = 16, s.kv_heads = 8, s.inter = 3072;
+  s.vocab = 151936, s.theta = 1e6, s.qwen3 = true, s.head_dim = 128;
+  return s;
+}
+
+SyntheticShape Qwen3_30B_A3BShape() {
+  SyntheticShape s;
+  s.hidden = 2048, s.layers = 48, s.heads = 32, s.kv_heads = 4, s.inter = 6144;
+  s.vocab = 151936, s.theta = 1e6, s.untied = true, s.qwen3 = true, s.head_dim = 128;
+  s.experts = 128, s.top_k = 8, s.moe_inter = 768, s.norm_topk = true;
+  return s;
+}
+
 uint16_t Bf16RoundNearestEven(float f) {
   uint32_t bits = std::bit_cast<uint32_t>(f);
   if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
   bits += 0x7FFFu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>(bits >> 16);
 }
+
+namespace {
+
+// E3/E4's keys, as Hugging Face's Qwen3 / Qwen3-MoE configs have them.
+void AddQwen3Keys(const SyntheticShape& s, nlohmann::json& j) {
+  const bool moe = s.experts > 0;
+  j["architectures"] = {moe ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"};
+  j["model_type"] = moe ? "qwen3_moe" : "qwen3";
+  j["head_dim"] = s.head_dim > 0 ? s.head_dim : s.hidden / s.heads;
+  j["rms_norm_eps"] = 1e-06;
+  if (!moe) return;
+  j["num_experts"] = s.experts;
+  j["num_experts_per_tok"] = s.top_k;
+  j["moe_intermediate_size"] = s.moe_inter;
+  j["norm_topk_prob"] = s.norm_topk;
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = nlohmann::json::array();
+}
+
+}  // namespace
 
 std::string SyntheticConfigJson(const SyntheticShape& s) {
   nlohmann::json j = {
@@ -118,6 +168,7 @@ std::string SyntheticConfigJson(const SyntheticShape& s) {
       {"torch_dtype", "bfloat16"},
       {"vocab_size", s.vocab},
   };
+  if (s.qwen3 || s.experts > 0) AddQwen3Keys(s, j);
   return j.dump(2) + "\n";
 }
 

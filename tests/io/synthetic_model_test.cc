@@ -43,9 +43,24 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> Expected(
     e.push_back({p + "self_attn.k_proj.weight", {kv, h}});
     e.push_back({p + "self_attn.v_proj.weight", {kv, h}});
     e.push_back({p + "self_attn.o_proj.weight", {h, q}});
-    e.push_back({p + "mlp.gate_proj.weight", {in, h}});
-    e.push_back({p + "mlp.up_proj.weight", {in, h}});
-    e.push_back({p + "mlp.down_proj.weight", {h, in}});
+    if (c.qk_norm) {
+      e.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+      e.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+    }
+    if (c.is_moe()) {
+      const int64_t mi = c.moe.intermediate_size;
+      e.push_back({p + "mlp.gate.weight", {c.moe.num_experts, h}});
+      for (int x = 0; x < c.moe.num_experts; ++x) {
+        const std::string px = p + "mlp.experts." + std::to_string(x) + ".";
+        e.push_back({px + "gate_proj.weight", {mi, h}});
+        e.push_back({px + "up_proj.weight", {mi, h}});
+        e.push_back({px + "down_proj.weight", {h, mi}});
+      }
+    } else {
+      e.push_back({p + "mlp.gate_proj.weight", {in, h}});
+      e.push_back({p + "mlp.up_proj.weight", {in, h}});
+      e.push_back({p + "mlp.down_proj.weight", {h, in}});
+    }
     if (bias) {
       e.push_back({p + "self_attn.q_proj.bias", {q}});
       e.push_back({p + "self_attn.k_proj.bias", {kv}});
@@ -140,6 +155,56 @@ TEST(SyntheticModelTest, WritesEveryTensorWithItsShape) {
   qwen.layers = 3;
   ASSERT_TRUE(WriteSyntheticModel(root + "/qwen", qwen, 1, "").ok());
   ExpectTensors(root + "/qwen", true);
+}
+
+TEST(SyntheticModelTest, Qwen3AndMoeShapes) {
+  std::string root = ScratchDir();
+  SyntheticShape dense;
+  dense.qwen3 = true;
+  dense.head_dim = 24;  // not hidden / heads
+  ASSERT_TRUE(WriteSyntheticModel(root + "/dense", dense, 1, "").ok());
+  ExpectTensors(root + "/dense", false);
+  SyntheticShape moe = dense;
+  moe.experts = 5, moe.top_k = 2, moe.moe_inter = 40, moe.norm_topk = true, moe.untied = true;
+  ASSERT_TRUE(WriteSyntheticModel(root + "/moe", moe, 1, "").ok());
+  ExpectTensors(root + "/moe", false);
+  auto c = LoadModelConfig(root + "/moe/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->model_type, "qwen3_moe");
+  EXPECT_EQ(c->head_dim, 24);
+  EXPECT_EQ(c->moe.num_experts, 5);
+  EXPECT_EQ(c->moe.experts_per_tok, 2);
+  EXPECT_EQ(c->moe.intermediate_size, 40);
+  EXPECT_TRUE(c->moe.norm_topk_prob);
+  EXPECT_EQ(std::bit_cast<uint32_t>(c->rms_norm_eps), 0x358637BDu);  // 1e-6, as Qwen3's
+}
+
+TEST(SyntheticModelTest, NamedQwen3ShapesAreThePublishedOnes) {
+  auto small = ParseModelConfig(SyntheticConfigJson(Qwen3_0_6BShape()), "qwen3-0.6b");
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  EXPECT_EQ(small->model_type, "qwen3");
+  EXPECT_EQ(small->hidden_size, 1024);
+  EXPECT_EQ(small->num_layers, 28);
+  EXPECT_EQ(small->num_heads, 16);
+  EXPECT_EQ(small->num_kv_heads, 8);
+  EXPECT_EQ(small->head_dim, 128);
+  EXPECT_EQ(small->intermediate_size, 3072);
+  EXPECT_EQ(small->vocab_size, 151936);
+  EXPECT_TRUE(small->tie_word_embeddings);
+  auto moe = ParseModelConfig(SyntheticConfigJson(Qwen3_30B_A3BShape()), "qwen3-30b-a3b");
+  ASSERT_TRUE(moe.ok()) << moe.status().ToString();
+  EXPECT_EQ(moe->model_type, "qwen3_moe");
+  EXPECT_EQ(moe->hidden_size, 2048);
+  EXPECT_EQ(moe->num_layers, 48);
+  EXPECT_EQ(moe->num_heads, 32);
+  EXPECT_EQ(moe->num_kv_heads, 4);
+  EXPECT_EQ(moe->head_dim, 128);
+  EXPECT_EQ(moe->moe.num_experts, 128);
+  EXPECT_EQ(moe->moe.experts_per_tok, 8);
+  EXPECT_EQ(moe->moe.intermediate_size, 768);
+  EXPECT_TRUE(moe->moe.norm_topk_prob);
+  EXPECT_EQ(moe->vocab_size, 151936);
+  EXPECT_FALSE(moe->tie_word_embeddings);
 }
 
 TEST(SyntheticModelTest, SameSeedSameBytesOtherSeedOtherBytes) {

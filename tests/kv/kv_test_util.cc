@@ -77,7 +77,8 @@ std::unique_ptr<TestModel> Load(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> AllModelNames() {
-  std::vector<std::string> names = {"tiny-llama", "tiny-qwen", "tiny-daz"};
+  std::vector<std::string> names = {"tiny-llama", "tiny-qwen", "tiny-daz", "tiny-qwen3",
+                                    "tiny-qwen3-moe"};
   for (const Synthetic& s : Synthetics()) names.push_back(s.name);
   return names;
 }

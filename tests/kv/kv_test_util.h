@@ -1,6 +1,7 @@
 // Helpers shared by the KV cache tests: the models they run over (the
-// conformance fixtures and seeded synthetic checkpoints covering GQA
-// groups 1, 2, 3, biases and untied heads), bit-level comparisons and an
+// conformance fixtures, Qwen3's q/k norm and Qwen3-MoE's experts among
+// them, and seeded synthetic checkpoints covering GQA groups 1, 2, 3,
+// biases and untied heads), bit-level comparisons and an
 // independent snapshot of a cache. Test-only; not thread-safe.
 #pragma once
 

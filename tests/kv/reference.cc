@@ -1,5 +1,6 @@
 #include "reference.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 #include <limits>
@@ -53,11 +54,48 @@ Result<RefLayer> ReadLayer(const Checkpoint& f, const ModelConfig& c, int l) {
   LOCKSTEP_ASSIGN_OR_RETURN(r.k, ReadLinear(f, p + "self_attn.k_proj", kvw, h, true));
   LOCKSTEP_ASSIGN_OR_RETURN(r.v, ReadLinear(f, p + "self_attn.v_proj", kvw, h, true));
   LOCKSTEP_ASSIGN_OR_RETURN(r.o, ReadLinear(f, p + "self_attn.o_proj", h, qw, false));
+  if (c.qk_norm) {
+    LOCKSTEP_ASSIGN_OR_RETURN(r.q_norm, Read(f, p + "self_attn.q_norm.weight", {c.head_dim}));
+    LOCKSTEP_ASSIGN_OR_RETURN(r.k_norm, Read(f, p + "self_attn.k_norm.weight", {c.head_dim}));
+  }
+  if (c.moe.num_experts > 0) {
+    const int inter = c.moe.intermediate_size;
+    LOCKSTEP_ASSIGN_OR_RETURN(r.router, ReadLinear(f, p + "mlp.gate", c.moe.num_experts, h, false));
+    for (int e = 0; e < c.moe.num_experts; ++e) {
+      const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+      RefExpert ex;
+      LOCKSTEP_ASSIGN_OR_RETURN(ex.gate, ReadLinear(f, x + "gate_proj", inter, h, false));
+      LOCKSTEP_ASSIGN_OR_RETURN(ex.up, ReadLinear(f, x + "up_proj", inter, h, false));
+      LOCKSTEP_ASSIGN_OR_RETURN(ex.down, ReadLinear(f, x + "down_proj", h, inter, false));
+      r.experts.push_back(std::move(ex));
+    }
+    return r;
+  }
   const int inter = c.intermediate_size;
   LOCKSTEP_ASSIGN_OR_RETURN(r.gate, ReadLinear(f, p + "mlp.gate_proj", inter, h, false));
   LOCKSTEP_ASSIGN_OR_RETURN(r.up, ReadLinear(f, p + "mlp.up_proj", inter, h, false));
   LOCKSTEP_ASSIGN_OR_RETURN(r.down, ReadLinear(f, p + "mlp.down_proj", h, inter, false));
   return r;
+}
+
+// §10's SwiGLU of x.
+std::vector<float> SwiGlu(const RefLinear& gate, const RefLinear& up, const RefLinear& down,
+                          const float* x) {
+  const std::vector<float> g = MatVec(gate, x);
+  const std::vector<float> u = MatVec(up, x);
+  std::vector<float> act(g.size());
+  for (size_t i = 0; i < act.size(); ++i) act[i] = ops::Silu(g[i]) * u[i];
+  return MatVec(down, act.data());
+}
+
+// E3: each head_dim slice of `v` through §8 RMSNorm with `w`.
+void NormHeads(std::vector<float>& v, const std::vector<float>& w, float eps) {
+  if (w.empty()) return;
+  std::vector<float> out(w.size());
+  for (size_t at = 0; at < v.size(); at += w.size()) {
+    ops::RmsNorm(v.data() + at, w.data(), w.size(), eps, out.data());
+    std::copy(out.begin(), out.end(), v.begin() + static_cast<ptrdiff_t>(at));
+  }
 }
 
 uint32_t FloatBits(float f) {
@@ -160,8 +198,10 @@ void RefModel::LayerStep(RefCache& cache, size_t l, int64_t pos, int window,
   const size_t hidden = h.size();
   std::vector<float> x(hidden);
   ops::RmsNorm(h.data(), lw.input_norm.data(), hidden, c_.rms_norm_eps, x.data());  // §8
-  const std::vector<float> q = MatVec(lw.q, x.data());                              // §9.1
-  const std::vector<float> kraw = MatVec(lw.k, x.data());
+  std::vector<float> q = MatVec(lw.q, x.data());                                    // §9.1
+  std::vector<float> kraw = MatVec(lw.k, x.data());
+  NormHeads(q, lw.q_norm, c_.rms_norm_eps);  // E3
+  NormHeads(kraw, lw.k_norm, c_.rms_norm_eps);
   const std::vector<float> v = MatVec(lw.v, x.data());
   std::vector<float> k(kvw_), qr(qw_);
   RopeRow(q.data(), qr.data(), qw_, hd_, pos, inv_freq_);
@@ -174,12 +214,42 @@ void RefModel::LayerStep(RefCache& cache, size_t l, int64_t pos, int window,
   const std::vector<float> o = MatVec(lw.o, mixed.data());  // §9.5
   for (size_t i = 0; i < hidden; ++i) h[i] = h[i] + o[i];
   ops::RmsNorm(h.data(), lw.post_norm.data(), hidden, c_.rms_norm_eps, x.data());  // §10
-  const std::vector<float> gate = MatVec(lw.gate, x.data());
-  const std::vector<float> up = MatVec(lw.up, x.data());
-  std::vector<float> act(gate.size());
-  for (size_t i = 0; i < act.size(); ++i) act[i] = ops::Silu(gate[i]) * up[i];
-  const std::vector<float> down = MatVec(lw.down, act.data());
+  const std::vector<float> down =
+      lw.experts.empty() ? SwiGlu(lw.gate, lw.up, lw.down, x.data()) : Experts(lw, x.data());
   for (size_t i = 0; i < hidden; ++i) h[i] = h[i] + down[i];
+}
+
+// E4: softmax of the router's logits, the k most probable experts (a
+// stable sort by descending probability: ties keep the lower index), their
+// weights, and y summed from +0 over them in ascending index.
+std::vector<float> RefModel::Experts(const RefLayer& lw, const float* x) const {
+  std::vector<float> p = MatVec(lw.router, x);
+  float max_v = p[0];
+  for (float v : p) max_v = v > max_v ? v : max_v;
+  float denom = 0.0f;
+  for (float& v : p) {
+    v = ops::ExpPinned(v - max_v);
+    denom = denom + v;
+  }
+  for (float& v : p) v = v / denom;
+  std::vector<size_t> order(p.size());
+  for (size_t e = 0; e < order.size(); ++e) order[e] = e;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+  std::vector<size_t> top(order.begin(), order.begin() + c_.moe.experts_per_tok);
+  std::sort(top.begin(), top.end());
+  float sum = 0.0f;
+  for (size_t e : top) sum = sum + p[e];
+  std::vector<float> y(static_cast<size_t>(c_.hidden_size), 0.0f);
+  for (size_t e : top) {
+    const float w = c_.moe.norm_topk_prob ? p[e] / sum : p[e];
+    const RefExpert& ex = lw.experts[e];
+    const std::vector<float> out = SwiGlu(ex.gate, ex.up, ex.down, x);
+    for (size_t i = 0; i < y.size(); ++i) {
+      const float t = w * out[i];
+      y[i] = y[i] + t;
+    }
+  }
+  return y;
 }
 
 std::vector<float> RefModel::Step(RefCache& cache, uint32_t token, int64_t pos,

@@ -1,11 +1,12 @@
-// A second, deliberately plain statement of the CIS-2 forward pass (§7-§11),
-// one token at a time, used as the independent path the KV tests compare
+// A second, deliberately plain statement of the CIS-2 forward pass (§7-§11,
+// with EXTENSIONS.md E3's q/k norm and E4's experts), one token at a time, used as the independent path the KV tests compare
 // the engine against. It shares only the pinned scalar primitives with the
 // engine (dot_seq, RMSNorm, exp/sin/cos/silu, inv_freq); the weights are
 // read here straight from the checkpoint (§2.5 names, §4.1 widening), and
 // the projections, the §7.4 rotation, attention — which scores EVERY cached
 // entry and masks out-of-window ones with -inf before the §9.3 softmax —
-// the MLP and the head are written out here, over its own cache type.
+// the MLP (E4: the router's softmax, a top-k by stable sort, the weighted
+// sum) and the head are written out here, over its own cache type.
 // `config` must outlive the RefModel. Test-only.
 #pragma once
 
@@ -37,9 +38,15 @@ struct RefLinear {
   std::vector<float> w;     // [rows][cols]
   std::vector<float> bias;  // [rows] or empty
 };
+struct RefExpert {  // E4: one expert's SwiGLU
+  RefLinear gate, up, down;
+};
 struct RefLayer {
   std::vector<float> input_norm, post_norm;  // [hidden]
-  RefLinear q, k, v, o, gate, up, down;
+  std::vector<float> q_norm, k_norm;         // [head_dim] (E3) or empty
+  RefLinear q, k, v, o, gate, up, down;      // gate/up/down empty on a MoE layer
+  RefLinear router;                          // [experts][hidden] (E4) or empty
+  std::vector<RefExpert> experts;            // (E4) or empty
 };
 struct RefWeights {
   RefLinear embed;  // [vocab][hidden]
@@ -71,6 +78,7 @@ class RefModel {
               float* out) const;
   void LayerStep(RefCache& cache, size_t layer, int64_t pos, int window,
                  std::vector<float>& h) const;
+  std::vector<float> Experts(const RefLayer& lw, const float* x) const;  // E4's y
 
   const ModelConfig& c_;
   const RefWeights& w_;

@@ -2,6 +2,7 @@
 // session start (tests/counting_allocator.h counts every operator new).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -25,10 +26,13 @@ TEST(DecodeAlloc, CounterSeesAllocations) {
   EXPECT_GE(g_allocs.load(), 2u);
 }
 
-// Steps of one session and of a batch, after a warm-up step.
-TEST(DecodeAlloc, DecodeStepsAllocateNothing) {
-  if (!std::filesystem::exists(ConformanceDir("tiny-llama"))) LOCKSTEP_FIXTURE_ABSENT();
-  auto model = OpenModelDir(ConformanceDir("tiny-llama"), ModelPins{});
+// Steps of one session and of a batch, after a warm-up step; a dense
+// model and a MoE one (E4: routing, grouping by expert).
+class DecodeAllocModels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DecodeAllocModels, DecodeStepsAllocateNothing) {
+  if (!std::filesystem::exists(ConformanceDir(GetParam()))) LOCKSTEP_FIXTURE_ABSENT();
+  auto model = OpenModelDir(ConformanceDir(GetParam()), ModelPins{});
   ASSERT_TRUE(model.ok());
   for (const Variant& v : {Variant{"scalar", 1, WeightFormat::kPackedBf16},
                            Variant{ops::AvailableIsas().back(), 2, WeightFormat::kPackedBf16}}) {
@@ -70,6 +74,14 @@ TEST(DecodeAlloc, DecodeStepsAllocateNothing) {
     EXPECT_EQ(g_allocs.load(), 0u) << v.Name();
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, DecodeAllocModels,
+                         ::testing::Values("tiny-llama", "tiny-qwen3-moe"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 // The session path `lockstep run` and `lockstep bench` time: after the
 // prefill, LocalBackend::Feed of one token allocates nothing.

@@ -1,4 +1,5 @@
-// Cluster config parsing, plan syntax, plan validation and the auto plan.
+// Cluster config parsing, plan syntax and plan validation (the automatic
+// plan: plan_bytes_test.cc).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -14,7 +15,7 @@ namespace {
 
 TEST(ClusterConfig, ParsesEveryKey) {
   auto c = ParseClusterConfig(R"({"model": "/m", "workers": ["tcp://a:1", "tcp://b:2"],
-      "plan": [[0, 3], [3, 4]], "heartbeat_ms": 100, "liveness": 4,
+      "plan": [[0, 3], [3, 4]], "plan_balance": "memory+work", "heartbeat_ms": 100, "liveness": 4,
       "request_timeout_ms": 5000, "insecure": true,
       "pins": {"config_sha256": "4c37f4e0a62adf3e8ef5eb2f1ab73c495cd522241ebe2290e0e313cfe2eb7e9e"}})",
                               "c.json");
@@ -23,6 +24,7 @@ TEST(ClusterConfig, ParsesEveryKey) {
   EXPECT_EQ(c->workers.size(), 2u);
   EXPECT_FALSE(c->auto_plan);
   EXPECT_EQ(c->plan, (std::vector<LayerRange>{{0, 3}, {3, 4}}));
+  EXPECT_EQ(c->plan_balance, PlanBalance::kMemoryAndWork);
   EXPECT_EQ(c->heartbeat.count(), 100);
   EXPECT_EQ(c->liveness, 4);
   EXPECT_EQ(c->request_timeout.count(), 5000);
@@ -38,6 +40,10 @@ TEST(ClusterConfig, DefaultsAndAutoPlan) {
   EXPECT_EQ(c->heartbeat.count(), 250);
   EXPECT_EQ(c->liveness, 8);
   EXPECT_EQ(c->request_timeout.count(), 30000);
+  EXPECT_EQ(c->plan_balance, PlanBalance::kMemory);
+  auto bad = ParseClusterConfig(R"({"model": "/m", "workers": ["inproc://a"], "plan_balance": "time"})", "c");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("\"plan_balance\""), std::string::npos) << bad.status().message();
 }
 
 TEST(ClusterConfig, ReadsKeyFilesRelativeToTheConfig) {
@@ -172,27 +178,11 @@ TEST(Plan, ValidationNamesTheProblem) {
   EXPECT_TRUE(ValidatePlan({{0, 1}, {1, 4}}, 4, 2).ok());
 }
 
-TEST(Plan, AutoIsValidForEveryWorkerCount) {
-  ModelConfig cfg;
-  cfg.num_layers = 30, cfg.hidden_size = 576, cfg.intermediate_size = 1536;
-  cfg.num_heads = 9, cfg.num_kv_heads = 3, cfg.head_dim = 64, cfg.vocab_size = 49152;
-  for (size_t n = 1; n <= 30; ++n) {
-    const auto plan = AutoPlan(cfg, n);
-    EXPECT_TRUE(ValidatePlan(plan, 30, n).ok()) << PlanText(plan);
-  }
-  // The embedding (first) and the LM head (last) cost about 4 and 8 layers,
-  // so the first stage takes more layers than the last.
-  const auto two = AutoPlan(cfg, 2);
-  EXPECT_GT(two[0].hi - two[0].lo, two[1].hi - two[1].lo) << PlanText(two);
-  const auto three = AutoPlan(cfg, 3);
-  EXPECT_GT(three[1].hi - three[1].lo, three[2].hi - three[2].lo) << PlanText(three);
-}
-
 TEST(Plan, AutoRefusesMoreWorkersThanLayers) {
   ClusterConfig c;
   c.workers.assign(5, "inproc://x");
-  ModelConfig m;
-  m.num_layers = 4;
+  ModelInfo m;
+  m.config.num_layers = 4;
   auto r = ResolvePlan(c, m);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().kind(), ErrorKind::kInvalid);

@@ -11,9 +11,7 @@ namespace lockstep::testing {
 
 namespace {
 
-void WriteModel(const std::string& dir, int layers, uint64_t seed) {
-  SyntheticShape shape;
-  shape.layers = layers;
+void WriteModel(const std::string& dir, const SyntheticShape& shape, uint64_t seed) {
   const Status st = WriteSyntheticModel(dir, shape, seed, "");
   ASSERT_TRUE(st.ok()) << st.ToString();
 }
@@ -38,8 +36,14 @@ void DecodeMonolithic(const std::string& dir, const DecodeRequest& req,
 }  // namespace
 
 std::string MakeModel(const std::string& tag, int layers, uint64_t seed) {
+  SyntheticShape shape;
+  shape.layers = layers;
+  return MakeModel(tag, shape, seed);
+}
+
+std::string MakeModel(const std::string& tag, const SyntheticShape& shape, uint64_t seed) {
   const std::string dir = MakeTempDir(tag);
-  WriteModel(dir, layers, seed);
+  WriteModel(dir, shape, seed);
   return dir;
 }
 

@@ -15,6 +15,7 @@
 
 #include "coordinator/coordinator.h"
 #include "engine/decode.h"
+#include "engine/io/synthetic_model.h"
 #include "engine/model_loader.h"
 #include "runtime/worker_processes.h"
 #include "worker/worker.h"
@@ -23,6 +24,8 @@ namespace lockstep::testing {
 
 // A fresh synthetic model folder (no tokenizer) of `layers` layers.
 std::string MakeModel(const std::string& tag, int layers, uint64_t seed);
+// The same of any shape (a Qwen3-MoE one, say).
+std::string MakeModel(const std::string& tag, const SyntheticShape& shape, uint64_t seed);
 
 // The monolithic decode of `req` on the model in `dir` (LocalBackend).
 DecodeResult Monolithic(const std::string& dir, const DecodeRequest& req,
