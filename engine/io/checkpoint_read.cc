@@ -12,6 +12,10 @@
 // sink is then queued, and any thread with nothing to read hands queued
 // pieces to their sinks. Buffers are bounded,
 // so a reader that runs ahead of the sinks turns to feeding them instead.
+// A GGUF file hashed whole and by parts (Parts::kAll) feeds its parts'
+// hashes from the queue too, in order, one piece of a file at a time, so
+// they run beside the whole file's hash instead of doubling its thread's
+// work (unless UpdateLanes hashes both for about the cost of one).
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
@@ -49,6 +53,7 @@ struct FileStream {
   std::vector<Piece> pieces;
   size_t next = 0;    // next piece to read
   bool busy = false;  // a thread is reading (and hashing) a piece
+  bool part_busy = false;  // a thread is hashing a piece into its part's stream
   Sha256Stream sha;
   Digest digest{};
 };
@@ -130,6 +135,7 @@ class ReadPass {
   ReadPass(std::vector<FileStream>& files, size_t threads)
       : files_(files),
         lanes_(Sha256LanesPay(2) ? kSha256Lanes : 1),
+        defer_parts_(threads > 1 && lanes_ == 1),
         max_buffers_(2 * threads + 2 * lanes_) {}
 
   // Runs until every piece is read and consumed, or an error.
@@ -140,7 +146,7 @@ class ReadPass {
       if (std::vector<FileStream*> read = FilesToRead(); !read.empty()) {
         ReadSome(read, lock);
       } else if (!ready_.empty()) {
-        ConsumeOne(lock);
+        if (!ConsumeOne(lock)) cv_.wait(lock);  // only pieces of parts another thread hashes
       } else if (AllRead()) {
         return;
       } else {
@@ -155,7 +161,15 @@ class ReadPass {
   struct Ready {
     const Piece* piece;
     Buffer buffer;
+    FileStream* part_of = nullptr;  // its part's hash is still to be fed (deferred)
   };
+
+  // Whether a piece's part is hashed by a consumer rather than its reader:
+  // where one stream a call is what UpdateLanes does best (SHA extensions),
+  // a file's whole hash and its parts' run on two threads.
+  bool Deferred(const FileStream& f, const Piece& p) const {
+    return defer_parts_ && f.whole && p.part >= 0;
+  }
 
   // The files to read a piece of now: every one no one is reading, up to
   // lanes_, or none while there are not buffers for all of them (so their
@@ -210,7 +224,7 @@ class ReadPass {
         streams.push_back(&j.f->sha);
         bytes.push_back(b);
       }
-      if (j.piece->part >= 0) {
+      if (j.piece->part >= 0 && !Deferred(*j.f, *j.piece)) {
         streams.push_back(&j.f->parts[static_cast<size_t>(j.piece->part)].sha);
         bytes.push_back(b);
       }
@@ -223,12 +237,7 @@ class ReadPass {
     for (Job& j : jobs) {
       if (!j.st.ok()) continue;
       if (j.last && j.f->whole) j.f->digest = j.f->sha.Finalize();
-      if (j.piece->part >= 0) {
-        PartStream& p = j.f->parts[static_cast<size_t>(j.piece->part)];
-        if (j.piece->offset + j.piece->size == p.range->offset + p.range->size) {
-          p.digest = p.sha.Finalize();
-        }
-      }
+      if (j.piece->part >= 0 && !Deferred(*j.f, *j.piece)) FinishPart(*j.f, *j.piece);
     }
     lock.lock();
     for (Job& j : jobs) {
@@ -236,8 +245,8 @@ class ReadPass {
       if (!j.st.ok()) {
         if (error_.ok()) error_ = j.st;
         free_.push_back(std::move(j.buf));
-      } else if (j.piece->sink != nullptr) {
-        ready_.push_back({j.piece, std::move(j.buf)});
+      } else if (j.piece->sink != nullptr || Deferred(*j.f, *j.piece)) {
+        ready_.push_back({j.piece, std::move(j.buf), Deferred(*j.f, *j.piece) ? j.f : nullptr});
       } else {
         free_.push_back(std::move(j.buf));
       }
@@ -245,14 +254,39 @@ class ReadPass {
     cv_.notify_all();
   }
 
-  void ConsumeOne(std::unique_lock<std::mutex>& lock) {
-    Ready r = std::move(ready_.front());
-    ready_.pop_front();
+  static void FinishPart(FileStream& f, const Piece& piece) {
+    PartStream& p = f.parts[static_cast<size_t>(piece.part)];
+    if (piece.offset + piece.size == p.range->offset + p.range->size) p.digest = p.sha.Finalize();
+  }
+
+  // The first queued piece a thread may take: a file's deferred part
+  // pieces one at a time, in the order they were read. False when every
+  // queued piece waits for another thread's part hash.
+  bool ConsumeOne(std::unique_lock<std::mutex>& lock) {
+    std::vector<const FileStream*> waiting;  // files an earlier queued piece of is ahead
+    auto it = ready_.begin();
+    for (; it != ready_.end(); ++it) {
+      FileStream* f = it->part_of;
+      if (f == nullptr) break;
+      if (!f->part_busy && std::find(waiting.begin(), waiting.end(), f) == waiting.end()) break;
+      waiting.push_back(f);
+    }
+    if (it == ready_.end()) return false;
+    Ready r = std::move(*it);
+    ready_.erase(it);
+    if (r.part_of != nullptr) r.part_of->part_busy = true;
     lock.unlock();
-    r.piece->sink->take(r.piece->at, std::span<const uint8_t>(r.buffer.data.get(), r.piece->size));
+    const std::span<const uint8_t> bytes(r.buffer.data.get(), r.piece->size);
+    if (r.part_of != nullptr) {
+      r.part_of->parts[static_cast<size_t>(r.piece->part)].sha.Update(bytes);
+      FinishPart(*r.part_of, *r.piece);
+    }
+    if (r.piece->sink != nullptr) r.piece->sink->take(r.piece->at, bytes);
     lock.lock();
+    if (r.part_of != nullptr) r.part_of->part_busy = false;
     free_.push_back(std::move(r.buffer));
     cv_.notify_all();
+    return true;
   }
 
   std::vector<FileStream>& files_;
@@ -261,6 +295,7 @@ class ReadPass {
   // otherwise one, so the other threads read and hash the other files at
   // the same time.
   const size_t lanes_;
+  const bool defer_parts_;
   const size_t max_buffers_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -78,7 +78,7 @@ void PutValue(DType t, float v, uint8_t* at) {
 }
 
 struct Spec {
-  std::string hf;       // seeds the values
+  std::vector<std::string> hf;  // seeds the values: the §2.5 name (each expert's, stacked)
   std::string gguf;
   std::vector<uint64_t> ne;
   DType type;
@@ -86,12 +86,37 @@ struct Spec {
   int permuted_heads = 0;    // llama q/k: rows stored permuted
 };
 
-// A float tensor whole in memory (rows moved to GGUF's order).
+// The float values of a tensor in order: each stacked matrix from its own
+// stream, one after another.
+class StackValues {
+ public:
+  StackValues(const Spec& s, uint64_t seed)
+      : s_(s), seed_(seed), per_matrix_(s.ne[0] * (s.ne.size() > 1 ? s.ne[1] : 1)),
+        values_(s.hf[0], seed, s.center, s.amplitude) {}
+  float Next() {
+    if (used_ == per_matrix_) {
+      values_ = SyntheticValues(s_.hf[++matrix_], seed_, s_.center, s_.amplitude);
+      used_ = 0;
+    }
+    ++used_;
+    return values_.Next();
+  }
+
+ private:
+  const Spec& s_;
+  const uint64_t seed_, per_matrix_;
+  SyntheticValues values_;
+  size_t matrix_ = 0;
+  uint64_t used_ = 0;
+};
+
+// A permuted float tensor (llama q/k) whole in memory, rows moved to
+// GGUF's order.
 std::vector<uint8_t> FloatTensor(const Spec& s, uint64_t seed) {
   const uint64_t cols = s.ne[0], rows = s.ne.size() > 1 ? s.ne[1] : 1;
   const size_t size = static_cast<size_t>(DTypeSize(s.type));
   std::vector<uint8_t> out(static_cast<size_t>(rows * cols) * size);
-  SyntheticValues values(s.hf, seed, s.center, s.amplitude);
+  SyntheticValues values(s.hf[0], seed, s.center, s.amplitude);
   TensorInfo order{s.gguf, s.type, {static_cast<int64_t>(rows)}, 0, 0, s.permuted_heads};
   std::vector<uint64_t> stored_at(rows);  // HF row -> stored row
   for (uint64_t r = 0; r < rows; ++r) stored_at[HfRowOf(order, r)] = r;
@@ -105,24 +130,48 @@ std::vector<uint8_t> FloatTensor(const Spec& s, uint64_t seed) {
 
 void AddTensor(GgufWriter& w, const Spec& s, uint64_t seed) {
   if (!IsBlockDType(s.type)) {
-    if (s.permuted_heads > 0 || s.ne.size() == 1) {
-      return w.AddTensor(s.gguf, s.type, s.ne, FloatTensor(s, seed));
-    }
-    auto values = std::make_shared<SyntheticValues>(s.hf, seed, s.center, s.amplitude);
+    if (s.permuted_heads > 0) return w.AddTensor(s.gguf, s.type, s.ne, FloatTensor(s, seed));
+    auto spec = std::make_shared<Spec>(s);  // what the stream reads, kept alive with it
+    auto values = std::make_shared<StackValues>(*spec, seed);
     const DType t = s.type;
-    return w.AddTensor(s.gguf, t, s.ne, [values, t](uint64_t, std::span<uint8_t> out) {
+    return w.AddTensor(s.gguf, t, s.ne, [spec, values, t](uint64_t, std::span<uint8_t> out) {
       const size_t size = static_cast<size_t>(DTypeSize(t));
       for (size_t i = 0; i < out.size(); i += size) PutValue(t, values->Next(), out.data() + i);
       return Status::Ok();
     });
   }
-  auto rng = std::make_shared<SplitMix64>(s.hf, seed);
+  auto rng = std::make_shared<SplitMix64>(s.gguf, seed);
   const DType t = s.type;
   const double sigma = 1.0 / std::sqrt(static_cast<double>(s.ne[0]));
   w.AddTensor(s.gguf, t, s.ne, [rng, t, sigma](uint64_t, std::span<uint8_t> out) {
     FillBlocks(t, *rng, sigma, out);
     return Status::Ok();
   });
+}
+
+// A MoE layer (E4): the router [E, hidden] (F32) and the three expert
+// stacks ne = [in, out, E], each expert's values from its own §2.5 name.
+void AddExperts(const ModelConfig& c, int layer, const GgufQuantMix& mix, std::vector<Spec>& out) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".mlp.";
+  const std::string blk = "blk." + std::to_string(layer) + ".";
+  const uint64_t hidden = static_cast<uint64_t>(c.hidden_size);
+  const uint64_t inter = static_cast<uint64_t>(c.moe.intermediate_size);
+  const uint64_t experts = static_cast<uint64_t>(c.moe.num_experts);
+  out.push_back({{p + "gate.weight"}, blk + "ffn_gate_inp.weight", {hidden, experts}, DType::kF32,
+                 0.0, std::sqrt(3.0 / static_cast<double>(hidden)), 0});
+  const struct { const char* hf; const char* gguf; uint64_t in, out; } stacks[] = {
+      {"gate_proj", "ffn_gate_exps", hidden, inter},
+      {"up_proj", "ffn_up_exps", hidden, inter},
+      {"down_proj", "ffn_down_exps", inter, hidden}};
+  for (const auto& st : stacks) {
+    Spec s{{}, blk + st.gguf + ".weight", {st.in, st.out, experts}, DType::kF32, 0.0,
+           std::sqrt(3.0 / static_cast<double>(st.in)), 0};
+    for (uint64_t e = 0; e < experts; ++e) {
+      s.hf.push_back(p + "experts." + std::to_string(e) + "." + st.hf + ".weight");
+    }
+    s.type = GgufTypeFor(mix, s.gguf, c.num_layers, c.tie_word_embeddings, st.in);
+    out.push_back(std::move(s));
+  }
 }
 
 std::vector<Spec> Specs(const ModelConfig& c, bool with_bias, const GgufQuantMix& mix) {
@@ -137,8 +186,10 @@ std::vector<Spec> Specs(const ModelConfig& c, bool with_bias, const GgufQuantMix
   auto add = [&](const std::string& hf, std::vector<uint64_t> ne, double center, double amp,
                  int heads = 0) {
     const std::string gguf = *GgufNameOf(hf);
-    const DType t = ne.size() == 1 ? DType::kF32 : GgufTypeFor(mix, gguf, c.num_layers, tied, ne[0]);
-    out.push_back({hf, gguf, std::move(ne), t, center, amp, llama ? heads : 0});
+    // 1-D tensors and the MoE router stay F32, as llama.cpp's quantizer leaves them.
+    const bool f32 = ne.size() == 1 || gguf.find(".ffn_gate_inp.") != std::string::npos;
+    const DType t = f32 ? DType::kF32 : GgufTypeFor(mix, gguf, c.num_layers, tied, ne[0]);
+    out.push_back({{hf}, gguf, std::move(ne), t, center, amp, llama ? heads : 0});
   };
   auto linear = [&](const std::string& hf, uint64_t rows, uint64_t cols, int heads = 0) {
     add(hf, {cols, rows}, 0.0, std::sqrt(3.0 / static_cast<double>(cols)), heads);
@@ -152,9 +203,17 @@ std::vector<Spec> Specs(const ModelConfig& c, bool with_bias, const GgufQuantMix
     linear(p + "self_attn.k_proj.weight", kv_dim, hidden, c.num_kv_heads);
     linear(p + "self_attn.v_proj.weight", kv_dim, hidden);
     linear(p + "self_attn.o_proj.weight", hidden, q_dim);
-    linear(p + "mlp.gate_proj.weight", inter, hidden);
-    linear(p + "mlp.up_proj.weight", inter, hidden);
-    linear(p + "mlp.down_proj.weight", hidden, inter);
+    if (c.qk_norm) {
+      add(p + "self_attn.q_norm.weight", {static_cast<uint64_t>(c.head_dim)}, 1.0, 0.2);
+      add(p + "self_attn.k_norm.weight", {static_cast<uint64_t>(c.head_dim)}, 1.0, 0.2);
+    }
+    if (c.is_moe()) {
+      AddExperts(c, i, mix, out);
+    } else {
+      linear(p + "mlp.gate_proj.weight", inter, hidden);
+      linear(p + "mlp.up_proj.weight", inter, hidden);
+      linear(p + "mlp.down_proj.weight", hidden, inter);
+    }
     if (with_bias) {
       const double amp = 0.1 * std::sqrt(3.0);
       add(p + "self_attn.q_proj.bias", {q_dim}, 0.0, amp, c.num_heads);
@@ -209,7 +268,7 @@ DType MixTypeFor(const GgufQuantMix& mix, std::string_view gguf, int layers, boo
   if (gguf == "token_embd.weight") return mix.embedding;
   const std::optional<int> layer = GgufLayerOf(gguf);
   const bool v_or_down = gguf.find(".attn_v.") != std::string_view::npos ||
-                         gguf.find(".ffn_down.") != std::string_view::npos;
+                         gguf.find(".ffn_down") != std::string_view::npos;
   if (layer && v_or_down) {
     const int i = *layer, n = layers;
     if (i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2) return mix.more_bits;

@@ -13,7 +13,10 @@
 //    (1 / sqrt(fan_in)); for real shapes many d are subnormal halves, as in
 //    real Q6_K files.
 // llama-arch q/k rows are stored permuted as llama.cpp's converter does
-// (E2.2). Stateless: thread-safe for distinct paths.
+// (E2.2). qwen3 layers carry their q/k norms (E3); qwen3_moe layers their
+// router (F32, as llama.cpp's quantizer leaves it) and the expert stacks
+// ffn_{gate,up,down}_exps [in, out, E], expert e's values those of its
+// §2.5 name (E4). Stateless: thread-safe for distinct paths.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +57,8 @@ DType GgufTypeFor(const GgufQuantMix& mix, std::string_view gguf_name, int layer
 
 // Writes `path`: GgufConfigKeys(cfg), `extra` keys (the tokenizer's),
 // every tensor of cfg (q/k/v biases when `with_bias`, output.weight when
-// untied, rope_freqs.weight when cfg.rope_freqs is set). Invalid when a
+// untied, q/k norms and experts as cfg says, rope_freqs.weight when
+// cfg.rope_freqs is set). Invalid when a
 // matrix's rows are not whole blocks of its type, or cfg has rope_scaling
 // (GGUF holds it as rope_freqs, rope_table.h).
 Status WriteSyntheticGguf(const std::string& path, const ModelConfig& cfg, bool with_bias,

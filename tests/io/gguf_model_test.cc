@@ -260,25 +260,38 @@ TEST(GgufNamesTest, ExpertStacksAreSplitIntoMatrices) {
 }
 
 // The bf16 synthetic GGUF holds the synthetic folder's values: every §2.5
-// tensor reads back equal, q/k rows (and qwen2 biases, unpermuted) in place.
-class SyntheticGgufTest : public ::testing::TestWithParam<bool> {};
+// tensor reads back equal, q/k rows (and qwen2 biases, unpermuted) in
+// place, qwen3's q/k norms and qwen3moe's router and expert stacks too.
+class SyntheticGgufTest : public ::testing::TestWithParam<std::string> {};
+
+SyntheticShape ArchShape(const std::string& arch) {
+  SyntheticShape s;
+  s.hidden = 64, s.heads = 4, s.kv_heads = 2;
+  s.bias = arch == "qwen2";
+  s.untied = arch != "llama";
+  s.qwen3 = arch == "qwen3" || arch == "qwen3moe";
+  if (s.qwen3) s.head_dim = 32;
+  if (arch == "qwen3moe") s.experts = 4, s.top_k = 2, s.moe_inter = 32, s.norm_topk = true;
+  return s;
+}
 
 TEST_P(SyntheticGgufTest, HoldsTheFoldersValues) {
-  const bool qwen = GetParam();
+  const std::string arch = GetParam();
   const std::string dir = ScratchDir();
-  SyntheticShape s;
-  s.hidden = 64, s.heads = 4, s.kv_heads = 2, s.bias = qwen, s.untied = qwen;
+  const SyntheticShape s = ArchShape(arch);
   ASSERT_TRUE(WriteSyntheticModel(dir + "/folder", s, 11, "").ok());
   auto cfg = LoadModelConfig(dir + "/folder/config.json");
-  ASSERT_TRUE(cfg.ok());
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   for (const char* type : {"bf16", "f32"}) {
     SCOPED_TRACE(type);
     const std::string path = dir + "/m-" + type + ".gguf";
-    ASSERT_TRUE(WriteSyntheticGguf(path, *cfg, qwen, *GgufQuantMixByName(type), 11, {}).ok());
+    ASSERT_TRUE(WriteSyntheticGguf(path, *cfg, s.bias, *GgufQuantMixByName(type), 11, {}).ok());
     auto folder = Checkpoint::Open(dir + "/folder/model.safetensors");
     auto gguf = Checkpoint::Open(path);
     ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
     EXPECT_EQ(gguf->tensor_names(), folder->tensor_names());
+    EXPECT_EQ(gguf->gguf_config()->model_type, cfg->model_type);
+    EXPECT_EQ(gguf->gguf_config()->moe.num_experts, cfg->moe.num_experts);
     int permuted = 0;
     for (const std::string& name : folder->tensor_names()) {
       const TensorInfo& t = *gguf->Find(name).info;
@@ -288,12 +301,13 @@ TEST_P(SyntheticGgufTest, HoldsTheFoldersValues) {
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       EXPECT_EQ(*got, *want) << name;
     }
-    EXPECT_EQ(permuted, qwen ? 0 : 4);  // q and k of each llama layer
+    EXPECT_EQ(permuted, arch == "llama" ? 4 : 0);  // q and k of each llama layer
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, SyntheticGgufTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "Qwen2" : "Llama"; });
+INSTANTIATE_TEST_SUITE_P(Archs, SyntheticGgufTest,
+                         ::testing::Values("llama", "qwen2", "qwen3", "qwen3moe"),
+                         [](const auto& info) { return info.param; });
 
 TEST(SyntheticGgufTest, QuantizedMixesAreValidFiles) {
   const std::string dir = ScratchDir();

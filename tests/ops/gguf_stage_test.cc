@@ -50,16 +50,19 @@ std::string GgufModel(const std::string& tag, const std::string& type, bool qwen
 const std::vector<uint32_t> kPrompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5};
 
 TEST(GgufStage, Bf16GgufComputesExactlyItsFolder) {
-  for (bool qwen : {false, true}) {
-    SCOPED_TRACE(qwen ? "qwen2" : "llama");
-    const std::string folder = FreshPath(qwen ? "gguf_folder_q" : "gguf_folder_l");
+  for (const char* arch : {"llama", "qwen2", "qwen3", "qwen3moe"}) {
+    SCOPED_TRACE(arch);
+    const std::string a_name = arch;
+    const std::string folder = FreshPath(std::string("gguf_folder_") + arch);
     SyntheticShape s;
     s.hidden = 64, s.layers = 2, s.heads = 4, s.kv_heads = 2, s.vocab = 300;
-    s.bias = qwen, s.untied = qwen;
+    s.bias = a_name == "qwen2", s.untied = a_name != "llama";
+    s.qwen3 = a_name == "qwen3" || a_name == "qwen3moe";
+    if (a_name == "qwen3moe") s.experts = 4, s.top_k = 2, s.moe_inter = 32, s.norm_topk = true;
     ASSERT_TRUE(WriteSyntheticModel(folder, s, 9, "").ok());
     auto cfg = LoadModelConfig(folder + "/config.json");
     const std::string path = folder + "/model.gguf";
-    ASSERT_TRUE(WriteSyntheticGguf(path, *cfg, qwen, *GgufQuantMixByName("bf16"), 9, {}).ok());
+    ASSERT_TRUE(WriteSyntheticGguf(path, *cfg, s.bias, *GgufQuantMixByName("bf16"), 9, {}).ok());
     auto a = OpenModelDir(folder, ModelPins{});
     auto b = OpenModelDir(path, ModelPins{});
     ASSERT_TRUE(a.ok() && b.ok()) << b.status().ToString();
