@@ -426,6 +426,10 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
     StageWeights w;
     LOCKSTEP_RETURN_IF_ERROR(
         LoadOnce(f, c, spec, format, threads, digests, &*opened, &check, w, nullptr));
+    if (!check.differs && check.packed == 0 && check.from_cache == 0) {
+      cache->note = "weight cache: not used (the stage has no bf16 matrices)";
+      return w;
+    }
     if (!check.differs && check.packed == 0) {
       cache->note = "weight cache: " + std::to_string(check.from_cache) +
                     " matrices read from " + path + ", each equal to the checkpoint's bytes";
@@ -443,6 +447,10 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
   StageWeights w;
   LOCKSTEP_RETURN_IF_ERROR(
       LoadOnce(f, c, spec, format, threads, digests, nullptr, nullptr, w, &matrices));
+  if (matrices.empty()) {  // F16 and GGUF block types: nothing the cache holds
+    cache->note = "weight cache: not used (the stage has no bf16 matrices)";
+    return w;
+  }
   const Status wrote = WeightCache::Write(path, matrices);
   cache->note = "weight cache: " + (why.empty() ? std::string("none yet") : "not used, " + why) +
                 "; " + (wrote.ok() ? "wrote " + path : "could not write it: " + wrote.message());

@@ -118,6 +118,22 @@ TEST(GgufStage, WeightsStayAtAboutTheFilesSize) {
   }
 }
 
+// The weight cache holds bf16 matrices: a quantized file's stage neither
+// writes an empty cache file nor loads twice.
+TEST(GgufStage, AWeightCacheLeavesQuantizedMatricesAlone) {
+  const std::string path = GgufModel("cache_q8", "q8_0");
+  const std::string cache = FreshPath("gguf_cache_dir");
+  for (int run = 0; run < 2; ++run) {
+    auto model = OpenModelDir(path, ModelPins{});
+    ASSERT_TRUE(model.ok());
+    const StageSpec all{0, model->config.num_layers, true, true};
+    auto l = LoadStage(*model, all, ComputeOptions{"auto", 1, WeightFormat::kPackedBf16, cache});
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    EXPECT_EQ(l->weight_cache_note, "weight cache: not used (the stage has no bf16 matrices)");
+  }
+  EXPECT_FALSE(std::filesystem::exists(cache) && !std::filesystem::is_empty(cache));
+}
+
 TEST(GgufStage, RopeFreqsDivideTheInvFreqTable) {
   ModelConfig c;
   c.rope_theta = 500000.0f;
