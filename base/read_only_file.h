@@ -68,6 +68,13 @@ class ReadOnlyFile {
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes,
                                   const std::string& what);
 
+// The largest of each small file a model names, for ReadSmallFile (real
+// ones: config.json a few KB, tokenizer.json a few MB, tokenizer_config.json
+// tens of KB).
+inline constexpr uint64_t kMaxConfigJsonBytes = uint64_t{64} << 20;
+inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{1} << 30;
+inline constexpr uint64_t kMaxTokenizerConfigBytes = uint64_t{16} << 20;
+
 // What a path is, for error messages: "a directory", "a FIFO", "a socket",
 // "a character device", "a block device", "a symbolic link", "missing",
 // "a regular file".

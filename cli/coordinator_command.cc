@@ -19,7 +19,7 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
   const ModelFiles& files = coordinator->model_files();
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
                             BuildRequest(o.run, coordinator->model_config().max_position_embeddings,
-                                         files.tokenizer_path, files.has_tokenizer));
+                                         files));
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::ClusterRun run,
                             runtime::RunOnCluster(*coordinator, req, o.run.window, 2, o.run.trace));
   RunReport report;

@@ -12,6 +12,7 @@
 #include "runtime/compare.h"
 #include "runtime/generated_text.h"
 #include "runtime/local_run.h"
+#include "runtime/model_tokenizer.h"
 
 namespace lockstep::cli {
 
@@ -99,7 +100,7 @@ Result<ModelPins> ResolvePins(const std::string& manifest, const std::string& ex
 }
 
 Result<DecodeRequest> BuildRequest(const RunOptions& o, int max_position_embeddings,
-                                   const std::string& tokenizer_path, bool has_tokenizer) {
+                                   const ModelFiles& files) {
   DecodeRequest req;
   req.gen = o.gen;
   req.max_positions = MaxPositions(Limits{}, max_position_embeddings);
@@ -107,9 +108,9 @@ Result<DecodeRequest> BuildRequest(const RunOptions& o, int max_position_embeddi
   if (o.ids) {
     LOCKSTEP_ASSIGN_OR_RETURN(req.prompt, ParseIdList(*o.ids));
   } else if (o.prompt) {
-    if (!has_tokenizer) return NotFoundError("--prompt needs a tokenizer.json in the model folder");
-    LOCKSTEP_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromFile(tokenizer_path));
-    req.prompt = tok.Encode(*o.prompt);
+    Result<Tokenizer> tok = runtime::LoadModelTokenizer(files);
+    if (!tok.ok()) return tok.status().WithContext("--prompt needs the model's tokenizer");
+    req.prompt = tok->Encode(*o.prompt);
   } else {
     return InvalidError("give --prompt TEXT or --ids N,N,...");
   }
@@ -160,8 +161,7 @@ Result<Prepared> Prepare(const RunOptions& o) {
 }
 
 Result<DecodeRequest> RequestFor(const RunOptions& o, const ModelInfo& model) {
-  return BuildRequest(o, model.config.max_position_embeddings, model.files.tokenizer_path,
-                      model.files.has_tokenizer);
+  return BuildRequest(o, model.config.max_position_embeddings, model.files);
 }
 
 // The weights are hashed while they load (LoadStage verifies the pins

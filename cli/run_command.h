@@ -48,7 +48,6 @@ int RunRunCommand(const RunOptions& opts);
 Result<std::vector<uint32_t>> ParseIdList(const std::string& text);
 Result<ModelPins> ResolvePins(const std::string& manifest, const std::string& expect);
 Result<DecodeRequest> BuildRequest(const RunOptions& opts, int max_position_embeddings,
-                                   const std::string& tokenizer_path,
-                                   bool has_tokenizer);
+                                   const ModelFiles& files);
 
 }  // namespace lockstep::cli

@@ -72,9 +72,14 @@ Result<ModelInfo> LocateAndHashSmallFiles(const std::string& dir) {
   return m;
 }
 
-// After the pins were checked: the config parsed and supported.
-Status ParseConfig(ModelInfo& m) {
-  LOCKSTEP_ASSIGN_OR_RETURN(m.config, LoadModelConfig(m.files.config_path));
+// After the pins were checked: the config parsed (a GGUF file's from its
+// header, `gguf` opened) and supported.
+Status ParseConfig(ModelInfo& m, const Checkpoint* gguf = nullptr) {
+  if (m.files.gguf) {
+    m.config = *gguf->gguf_config();
+  } else {
+    LOCKSTEP_ASSIGN_OR_RETURN(m.config, LoadModelConfig(m.files.config_path));
+  }
   LOCKSTEP_RETURN_IF_ERROR(CheckSupported(m.config).WithContext(m.files.config_path));
   m.table_digest = ops::TableDigest();
   m.inv_freq_table_digest = ops::InvFreqDigest(ModelInvFreq(m.config));
@@ -97,17 +102,47 @@ Status RecordWeightDigests(OpenModel& m, std::vector<FileDigest> read) {
   return VerifyPins(m.hashes, m.pins, m.weights->file_names());
 }
 
+// The checkpoint of a located folder (or .gguf file), its config parsed
+// (a GGUF file's from the same parse), a stage's filter applied. A GGUF
+// file is parsed twice then, and both parses must have read the same
+// header.
+Status OpenCheckpoint(OpenModel& m, const StageSpec* stage) {
+  std::unique_ptr<Checkpoint> whole;
+  if (m.files.gguf) {
+    LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint c, Checkpoint::Open(m.files.weights_path));
+    whole = std::make_unique<Checkpoint>(std::move(c));
+  }
+  LOCKSTEP_RETURN_IF_ERROR(ParseConfig(m, whole.get()));
+  Checkpoint::Filter filter;
+  if (stage != nullptr) {
+    LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(m.config, *stage));
+    filter = StageTensorFilter(m.config, *stage);
+  }
+  if (whole != nullptr && !filter) {
+    m.weights = std::move(whole);
+    return Status::Ok();
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(m.files.weights_path, filter));
+  if (whole != nullptr && ckpt.gguf_header_sha256() != whole->gguf_header_sha256()) {
+    return MismatchError(m.files.weights_path + ": its header changed while it was being opened");
+  }
+  m.weights = std::make_unique<Checkpoint>(std::move(ckpt));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelInfo> InspectModelDir(const std::string& dir, const ModelPins& pins) {
   LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo m, LocateAndHashSmallFiles(dir));
   // Every weight file hashed, files in parallel; every pin checked at once.
+  // A GGUF file's parts too, which a coordinator sends its stages.
   LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(m.files.weights_path));
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> digests, ckpt.HashFiles(threads));
+  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> digests,
+                            ckpt.HashFiles(threads, Checkpoint::Parts::kAll));
   SetWeightDigests(m.hashes, std::move(digests), ckpt);
   LOCKSTEP_RETURN_IF_ERROR(VerifyPins(m.hashes, pins, ckpt.file_names()));
-  LOCKSTEP_RETURN_IF_ERROR(ParseConfig(m));
+  LOCKSTEP_RETURN_IF_ERROR(ParseConfig(m, &ckpt));
   return m;
 }
 
@@ -127,26 +162,17 @@ Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins,
   small.files.clear();
   small.weights.reset();
   LOCKSTEP_RETURN_IF_ERROR(VerifyPins(m.hashes, small));
-  LOCKSTEP_RETURN_IF_ERROR(ParseConfig(m));
   m.pins = pins;
-  Checkpoint::Filter filter;
-  if (stage != nullptr) {
-    LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(m.config, *stage));
-    filter = StageTensorFilter(m.config, *stage);
-  }
-  LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(m.files.weights_path, filter));
-  m.weights = std::make_unique<Checkpoint>(std::move(ckpt));
+  LOCKSTEP_RETURN_IF_ERROR(OpenCheckpoint(m, stage));
   return m;
 }
 
 Result<std::vector<FileDigest>> StageWeightFiles(const ModelInfo& model, const StageSpec& spec) {
-  if (!model.files.sharded) return std::vector<FileDigest>{};
+  if (!model.files.sharded && !model.files.gguf) return std::vector<FileDigest>{};
   LOCKSTEP_ASSIGN_OR_RETURN(Checkpoint part, Checkpoint::Open(model.files.weights_path,
                                                               StageTensorFilter(model.config, spec)));
-  std::vector<std::string> names = part.open_file_names();
-  names.insert(names.begin(), kShardIndexFile);
   std::vector<FileDigest> out;
-  for (const std::string& name : names) {
+  for (const std::string& name : part.digest_names()) {
     auto it = std::find_if(model.hashes.weight_files.begin(), model.hashes.weight_files.end(),
                            [&](const FileDigest& d) { return d.file == name; });
     if (it == model.hashes.weight_files.end()) {

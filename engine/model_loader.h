@@ -1,8 +1,10 @@
 // Opening a model folder and building Stages. The witness seed (§12.1
 // items 1-5) comes from here.
 //
-// InspectModelDir hashes every artifact file and verifies the pins without
-// keeping a tensor (what a coordinator needs). OpenModelDir hashes
+// A model is a folder or one .gguf file (model_files.h).
+//
+// InspectModelDir hashes every artifact file (and a GGUF file's parts) and
+// verifies the pins without keeping a tensor (what a coordinator needs). OpenModelDir hashes
 // config.json and tokenizer.json, checks their pins, parses the config and
 // opens the checkpoint (every file, or with a stage only the files holding
 // that stage's tensors) without reading the weights: LoadStage reads them
@@ -61,8 +63,9 @@ Result<OpenModel> OpenModelDir(const std::string& dir, const ModelPins& pins,
 
 // What a coordinator tells a worker to expect of a sharded checkpoint: the
 // digests (from `model`, inspected) of the index and of every file holding
-// a tensor of `spec`, the index first. Empty for a single file. REQUIRES a
-// validated spec.
+// a tensor of `spec`, the index first; of a GGUF file, the digests of the
+// parts the stage reads (Checkpoint::digest_names, docs/spec_notes.md).
+// Empty for a single safetensors file. REQUIRES a validated spec.
 Result<std::vector<FileDigest>> StageWeightFiles(const ModelInfo& model, const StageSpec& spec);
 
 // What each part of a model weighs (stage_bytes.h), from the tensor

@@ -39,6 +39,56 @@ struct CacheCheck {
   }
 };
 
+// Calls fn(destination row, bytes) for the rows a piece of tensor `t`
+// holds (bytes [at, at + bytes.size()), whole rows of `row_bytes`): one
+// run at row at / row_bytes, or, for rows stored permuted (a GGUF
+// llama-arch q/k, E2.2), each row at its §2.5 place (HfRowOf).
+template <typename Fn>
+void ForEachRowRun(const TensorInfo& t, uint64_t at, std::span<const uint8_t> bytes,
+                   uint64_t row_bytes, Fn&& fn) {
+  const uint64_t r0 = at / row_bytes;
+  if (t.permuted_heads <= 0) return fn(r0, bytes);
+  for (uint64_t i = 0; i * row_bytes < bytes.size(); ++i) {
+    fn(HfRowOf(t, r0 + i), bytes.subspan(static_cast<size_t>(i * row_bytes), static_cast<size_t>(row_bytes)));
+  }
+}
+
+// The ops type of a dtype a GGUF file can hold (ggml ids are the key both
+// layers share; CheckStageTensors has checked their sizes agree).
+ops::GgmlType GgmlOf(DType d) { return static_cast<ops::GgmlType>(GgmlTypeOf(d)); }
+
+// `n` elements of `dtype` bytes as their f32 values: BF16 and F16 widened
+// exactly, F32 as is, block types dequantized (E2.3).
+void DecodeF32(DType dtype, std::span<const uint8_t> bytes, size_t n, float* out) {
+  if (IsBlockDType(dtype)) return ops::DequantizeRow(GgmlOf(dtype), bytes, n, out);
+  WidenToF32(dtype, bytes, out);
+}
+
+// The type a matrix of `dtype` is resident as: its own (BF16, F16, the
+// block types; F32 as f32) unless the format widens every weight to f32.
+ops::WeightType ResidentType(DType dtype, WeightFormat format) {
+  if (format != WeightFormat::kPackedBf16 || dtype == DType::kF32) return ops::WeightType::kF32;
+  if (dtype == DType::kBF16) return ops::WeightType::kBf16;
+  return ops::WeightTypeOf(GgmlOf(dtype));
+}
+
+// Packs whole rows of `dtype` bytes at row r0 of `dst`: kept at their own
+// type when `dst` is, else decoded to f32 one piece at a time.
+void PackRows(DType dtype, ops::PackedMatrix& dst, uint64_t r0, std::span<const uint8_t> bytes) {
+  if (dtype == DType::kBF16) return dst.PackBf16Rows(r0, bytes);
+  if (dtype == DType::kF32) return dst.PackF32Rows(r0, bytes);
+  if (dst.type() != ops::WeightType::kF32) return dst.PackRows(r0, bytes);
+  const size_t rows = bytes.size() / DTypeRowBytes(dtype, dst.cols());
+  thread_local std::vector<float> widened;  // one piece, not the tensor
+  widened.resize(rows * dst.cols());
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t row_bytes = DTypeRowBytes(dtype, dst.cols());
+    DecodeF32(dtype, bytes.subspan(r * row_bytes, row_bytes), dst.cols(), widened.data() + r * dst.cols());
+  }
+  dst.PackF32Rows(r0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(widened.data()),
+                                               widened.size() * sizeof(float)));
+}
+
 class SinkBuilder {
  public:
   SinkBuilder(const Checkpoint& f, WeightFormat format, const WeightCache* cache = nullptr,
@@ -49,9 +99,18 @@ class SinkBuilder {
     const TensorRef t = f_.Find(name);
     out.assign(n, 0.0f);
     float* dst = out.data();
-    const size_t size = static_cast<size_t>(DTypeSize(t.info->dtype));
-    Add(t, 0, [t, dst, size](uint64_t at, std::span<const uint8_t> bytes) {
-      WidenToF32(t.info->dtype, bytes, dst + at / size);
+    // Pieces of whole blocks; a permuted bias's elements move one by one.
+    const DType dtype = t.info->dtype;
+    const uint64_t block_bytes = static_cast<uint64_t>(DTypeBlockBytes(dtype));
+    const uint64_t block_elems = static_cast<uint64_t>(DTypeBlockElems(dtype));
+    const TensorInfo* info = t.info;
+    Add(t, block_bytes, [info, dst, block_bytes, block_elems](uint64_t at, std::span<const uint8_t> bytes) {
+      const uint64_t e0 = at / block_bytes * block_elems;
+      const size_t n = static_cast<size_t>(bytes.size() / block_bytes * block_elems);
+      if (info->permuted_heads <= 0) return DecodeF32(info->dtype, bytes, n, dst + e0);
+      std::vector<float> piece(n);
+      DecodeF32(info->dtype, bytes, n, piece.data());
+      for (size_t i = 0; i < n; ++i) dst[HfRowOf(*info, e0 + i)] = piece[i];
     });
   }
 
@@ -62,22 +121,27 @@ class SinkBuilder {
 
   void Matrix(const std::string& name, WeightMatrix& m, size_t rows, size_t cols) {
     const TensorRef t = f_.Find(name);
-    const DType dtype = t.info->dtype;
-    const size_t size = static_cast<size_t>(DTypeSize(dtype));
-    const uint64_t row_bytes = size * cols;
+    const TensorInfo* info = t.info;
+    const DType dtype = info->dtype;
+    const uint64_t row_bytes = DTypeRowBytes(dtype, cols);
     m.rows = rows;
     m.cols = cols;
     if (format_ == WeightFormat::kF32Rows) {
       m.data.assign(rows * cols, 0.0f);
       float* dst = m.data.data();
-      Add(t, row_bytes, [dtype, dst, size](uint64_t at, std::span<const uint8_t> bytes) {
-        WidenToF32(dtype, bytes, dst + at / size);
+      Add(t, row_bytes, [info, dst, row_bytes, cols](uint64_t at, std::span<const uint8_t> bytes) {
+        ForEachRowRun(*info, at, bytes, row_bytes, [&](uint64_t r, std::span<const uint8_t> run) {
+          for (uint64_t i = 0; i * row_bytes < run.size(); ++i) {
+            DecodeF32(info->dtype, run.subspan(i * row_bytes, row_bytes), cols, dst + (r + i) * cols);
+          }
+        });
       });
       return;
     }
-    // BF16 checkpoints keep their bits unless asked to widen; F16 and F32
-    // ones pack as f32 (F16 widened exactly, one piece at a time).
-    const bool keep_bf16 = dtype == DType::kBF16 && format_ == WeightFormat::kPackedBf16;
+    // Weights keep their own type (BF16 bits, F16 halves, GGUF blocks)
+    // unless asked to widen; F32 ones pack as f32.
+    const ops::WeightType resident = ResidentType(dtype, format_);
+    const bool keep_bf16 = resident == ops::WeightType::kBf16;
     if (keep_bf16) packed_.emplace_back(name, &m.packed);
     if (keep_bf16 && cache_ != nullptr) {
       if (std::optional<ops::PackedMatrix> view = cache_->Find(name, rows, cols, ops::WeightType::kBf16)) {
@@ -85,27 +149,22 @@ class SinkBuilder {
         ++check_->from_cache;
         const ops::PackedMatrix* cached = &m.packed;
         CacheCheck* check = check_;
-        Add(t, row_bytes, [cached, check, name, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
-          if (!cached->SameAsBf16Rows(at / row_bytes, bytes)) check->Differs(name);
+        Add(t, row_bytes, [info, cached, check, name, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
+          ForEachRowRun(*info, at, bytes, row_bytes, [&](uint64_t r, std::span<const uint8_t> run) {
+            if (!cached->SameAsBf16Rows(r, run)) check->Differs(name);
+          });
         });
         return;
       }
     }
-    if (check_ != nullptr) ++check_->packed;
-    m.packed = ops::PackedMatrix::Allocated(
-        rows, cols, keep_bf16 ? ops::WeightType::kBf16 : ops::WeightType::kF32,
-        ops::PackedMatrix::Populate::kLater);
+    if (check_ != nullptr && keep_bf16) ++check_->packed;  // the cache holds bf16 matrices
+    m.packed = ops::PackedMatrix::Allocated(rows, cols, resident, ops::PackedMatrix::Populate::kLater);
     ops::PackedMatrix* dst = &m.packed;
     unpopulated_.push_back(dst);
-    Add(t, row_bytes, [dtype, dst, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
-      const size_t r0 = at / row_bytes;
-      if (dtype == DType::kBF16) return dst->PackBf16Rows(r0, bytes);
-      if (dtype == DType::kF32) return dst->PackF32Rows(r0, bytes);
-      thread_local std::vector<float> widened;  // one piece, not the tensor
-      widened.resize(bytes.size() / 2);
-      WidenToF32(dtype, bytes, widened.data());
-      dst->PackF32Rows(r0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(widened.data()),
-                                                    widened.size() * sizeof(float)));
+    Add(t, row_bytes, [info, dst, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
+      ForEachRowRun(*info, at, bytes, row_bytes, [&](uint64_t r0, std::span<const uint8_t> run) {
+        PackRows(info->dtype, *dst, r0, run);
+      });
     });
   }
 
@@ -288,9 +347,13 @@ Status CheckStageTensors(const Checkpoint& f, const ModelConfig& c, const StageS
     } else if (t.info->shape != shape) {
       first = f.ReadF32(name, shape).status();  // words the shape error
     } else if (t.info->dtype != DType::kBF16 && t.info->dtype != DType::kF16 &&
-               t.info->dtype != DType::kF32) {
+               t.info->dtype != DType::kF32 && !IsBlockDType(t.info->dtype)) {
       first = UnimplementedError(where + " has dtype " + std::string(DTypeName(t.info->dtype)) +
-                                 "; weights must be BF16, F16 or F32");
+                                 "; weights must be BF16, F16, F32 or a GGUF block type");
+    } else if (IsBlockDType(t.info->dtype) &&
+               ops::BlockOf(GgmlOf(t.info->dtype)).bytes !=
+                   static_cast<size_t>(DTypeBlockBytes(t.info->dtype))) {
+      first = InternalError(where + ": the file's and the kernels' block sizes disagree");
     }
   });
   return first;
@@ -364,6 +427,10 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
     StageWeights w;
     LOCKSTEP_RETURN_IF_ERROR(
         LoadOnce(f, c, spec, format, threads, digests, &*opened, &check, w, nullptr));
+    if (!check.differs && check.packed == 0 && check.from_cache == 0) {
+      cache->note = "weight cache: not used (the stage has no bf16 matrices)";
+      return w;
+    }
     if (!check.differs && check.packed == 0) {
       cache->note = "weight cache: " + std::to_string(check.from_cache) +
                     " matrices read from " + path + ", each equal to the checkpoint's bytes";
@@ -381,6 +448,10 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
   StageWeights w;
   LOCKSTEP_RETURN_IF_ERROR(
       LoadOnce(f, c, spec, format, threads, digests, nullptr, nullptr, w, &matrices));
+  if (matrices.empty()) {  // F16 and GGUF block types: nothing the cache holds
+    cache->note = "weight cache: not used (the stage has no bf16 matrices)";
+    return w;
+  }
   const Status wrote = WeightCache::Write(path, matrices);
   cache->note = "weight cache: " + (why.empty() ? std::string("none yet") : "not used, " + why) +
                 "; " + (wrote.ok() ? "wrote " + path : "could not write it: " + wrote.message());

@@ -2,7 +2,8 @@
 // embedding table when the stage is first (or when it is last and the head
 // is tied), plus the final norm and LM head when it is last.
 //
-// Loaded from a Checkpoint (one safetensors file or several); only the
+// Loaded from a Checkpoint (one safetensors file or several, or a GGUF
+// file); only the
 // tensors the stage needs are kept, piece by piece straight into their
 // packed layout (F16 and F32 too), so resident memory is the stage's share
 // of the model and never a second copy of it. Every needed tensor's presence, shape and
@@ -11,8 +12,9 @@
 // Linear layers are stored in the kernels' panel layout (PackedMatrix),
 // by default keeping BF16 checkpoints' bits and widening them in registers
 // by the exact §4.1 shift — the same f32 values widen-at-load (§4.2) gives,
-// so every result is bit-identical, at half the bytes. Norms and biases are
-// widened at load. Immutable after load; thread-safe.
+// so every result is bit-identical, at half the bytes; F16 and GGUF block
+// types likewise stay at their own size and are dequantized in registers to
+// E2.3's values. Norms and biases are widened (or dequantized) at load. Immutable after load; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +45,8 @@ struct WeightMatrix {
 enum class WeightFormat {
   kF32Rows,     // widened at load, row-major `data` (the plain §4.2 reading)
   kPackedF32,   // widened at load, `packed`
-  kPackedBf16,  // `packed`, BF16 bits kept (F32 checkpoints: as kPackedF32)
+  kPackedBf16,  // `packed`, each weight at its own type: BF16 bits, F16 halves, GGUF
+                // blocks (F32 checkpoints: as kPackedF32)
 };
 
 // One expert of a MoE layer (E4): a §10 SwiGLU MLP of its own.

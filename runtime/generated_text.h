@@ -1,6 +1,6 @@
-// The text of generated token ids, for reports: decoded with the model
-// folder's tokenizer.json when it has a loadable one, else nothing (ids
-// are always reported; text is a convenience, never checked).
+// The text of generated token ids, for reports: decoded with the model's
+// tokenizer (model_tokenizer.h) when it has a loadable one, else nothing
+// (ids are always reported; text is a convenience, never checked).
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 
 #include "base/json.h"
 #include "base/read_only_file.h"
+#include "engine/io/gguf.h"
 
 namespace lockstep::server {
 namespace {
@@ -74,9 +75,6 @@ Result<ChatTemplate> ChatTemplate::FromJinja(const std::string& jinja) {
   return UnimplementedError("chat template not supported (only ChatML is built in): " + shown);
 }
 
-// tokenizer_config.json files of real models are tens of KB (templates included).
-constexpr uint64_t kMaxTokenizerConfigBytes = 16ull << 20;
-
 Result<ChatTemplate> ChatTemplate::FromModelDir(const std::string& dir) {
   const std::string path = dir + "/tokenizer_config.json";
   Result<std::string> text = ReadSmallFile(path, kMaxTokenizerConfigBytes, "tokenizer_config.json");
@@ -90,6 +88,16 @@ Result<ChatTemplate> ChatTemplate::FromModelDir(const std::string& dir) {
     return NotFoundError(path + " has no \"chat_template\" string");
   }
   return FromJinja(j["chat_template"].get<std::string>());
+}
+
+Result<ChatTemplate> ChatTemplate::FromModel(const ModelFiles& files) {
+  if (!files.gguf) return FromModelDir(files.dir);
+  LOCKSTEP_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(files.weights_path));
+  const GgufValue* t = f.Find("tokenizer.chat_template");
+  if (t == nullptr || t->type != GgufType::kString) {
+    return NotFoundError(files.weights_path + " has no \"tokenizer.chat_template\" string");
+  }
+  return FromJinja(t->string);
 }
 
 Status ChatTemplate::CheckMessages(const std::vector<ChatMessage>& messages,

@@ -1,5 +1,5 @@
-// The chat template of a model folder (tokenizer_config.json's
-// "chat_template"), rendered without a Jinja engine: only the ChatML
+// The chat template of a model (a folder's tokenizer_config.json
+// "chat_template", a GGUF file's tokenizer.chat_template), rendered without a Jinja engine: only the ChatML
 // family that SmolLM2 and Qwen2 use is recognised —
 //   [<|im_start|>system\nDEFAULT<|im_end|>\n  when the first message is not
 //    a system message and the template has such a default]
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/io/model_files.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lockstep::server {
@@ -32,6 +33,9 @@ class ChatTemplate {
   static Result<ChatTemplate> FromJinja(const std::string& jinja);
   // Reads DIR/tokenizer_config.json; NotFound if absent or without a template.
   static Result<ChatTemplate> FromModelDir(const std::string& dir);
+  // A folder's as FromModelDir, a GGUF file's from its metadata (NotFound
+  // without tokenizer.chat_template).
+  static Result<ChatTemplate> FromModel(const ModelFiles& files);
 
   // Invalid naming the message and the special token it holds.
   static Status CheckMessages(const std::vector<ChatMessage>& messages, const Tokenizer& tokenizer);

@@ -7,6 +7,7 @@
 #include "engine/model_loader.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/thread_pool.h"
+#include "runtime/model_tokenizer.h"
 #include "server/api.h"
 
 namespace lockstep::server {
@@ -23,11 +24,17 @@ Status Serve(const ServeOptions& o, const lockstep::ModelInfo& model, SchedulerB
              std::string plan, std::vector<StageInfo> stages) {
   std::optional<Tokenizer> tokenizer;
   if (model.files.has_tokenizer) {
-    LOCKSTEP_ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::FromFile(model.files.tokenizer_path));
-    tokenizer = std::move(t);
+    Result<Tokenizer> t = runtime::LoadModelTokenizer(model.files);
+    if (t.ok()) {
+      tokenizer = std::move(t).value();
+    } else if (!model.files.gguf) {
+      return t.status();
+    } else {
+      std::cerr << "lockstep serve: text disabled (token ids only): " << t.status().message() << "\n";
+    }
   }
   ApiContext ctx;
-  Result<ChatTemplate> chat = ChatTemplate::FromModelDir(o.model_dir);
+  Result<ChatTemplate> chat = ChatTemplate::FromModel(model.files);
   if (chat.ok()) {
     ctx.model.chat_error.clear();
   } else {

@@ -86,7 +86,10 @@ struct Assign {
   weightFiles @12 :List(WeightFile);
                                    # Sharded checkpoints: the index and every
                                    # file holding a tensor this stage reads,
-                                   # with their SHA-256. The worker opens and
+                                   # with their SHA-256. A GGUF file: its
+                                   # parts this stage reads, named
+                                   # "FILE:header", "FILE:<tensor>"
+                                   # (docs/gguf.md). The worker reads and
                                    # hashes only those, refuses any that
                                    # differs, and then reports
                                    # expectedWeightsSha256 in its Hello.
@@ -103,7 +106,8 @@ struct Assign {
 }
 
 struct WeightFile {
-  name @0 :Text;                   # File name in the model folder.
+  name @0 :Text;                   # File name in the model folder (or a
+                                   # GGUF file's part: FILE:PART).
   sha256 @1 :Data;                 # 32 bytes.
 }
 

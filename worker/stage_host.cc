@@ -72,14 +72,13 @@ std::optional<BitFlip>& Fault() {
 }
 #endif
 
-// Pins are checked for the files they name; verifying by parts must also
-// cover every file this stage reads, or one the assignment left out would
-// load unchecked while the Hello reports the assigned weights digest.
+// Pins are checked for the files (or GGUF parts) they name; verifying by
+// parts must also cover every one this stage reads, or one the assignment
+// left out would load unchecked while the Hello reports the assigned
+// weights digest.
 Status EveryReadFileIsPinned(const Checkpoint& weights, const ModelPins& pins,
                              const std::string& dir) {
-  std::vector<std::string> read = weights.open_file_names();
-  read.insert(read.begin(), kShardIndexFile);
-  for (const std::string& name : read) {
+  for (const std::string& name : weights.digest_names()) {
     if (pins.files.count(name) == 0) {
       return MismatchError(dir + "/" + name +
                            ": this stage reads it, but the assignment gives no sha256 for it");
@@ -248,7 +247,9 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
                        m.is_last};
   // A sharded checkpoint is verified by parts: only the files holding this
   // stage's tensors are opened, and each must hash as the assignment says
-  // (LoadStage refuses naming the file). Otherwise every weight file is
+  // (LoadStage refuses naming the file); a GGUF file likewise by its parts,
+  // the header and this stage's tensors, the rest never read
+  // (docs/spec_notes.md, "GGUF parts"). Otherwise every weight file is
   // hashed and reported.
   const bool by_parts = !m.weight_files.empty();
   ModelPins pins;
@@ -256,7 +257,7 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
   for (const wire::WeightFile& f : m.weight_files) pins.files[f.name] = f.sha256;
   LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(dir, pins, by_parts ? &spec : nullptr));
   LOCKSTEP_RETURN_IF_ERROR(ValidateStageSpec(model.config, spec));
-  if (by_parts && !model.files.sharded) {
+  if (by_parts && !model.files.sharded && !model.files.gguf) {
     return InvalidError(dir + ": the assignment lists weight files of a sharded checkpoint, but " +
                         model.files.weights_path + " is a single file");
   }
@@ -268,6 +269,11 @@ Status StageHost::LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* o
   // The weights are hashed as they load; nothing is computed before the
   // digests are checked (here and by the coordinator from the Hello).
   LOCKSTEP_ASSIGN_OR_RETURN(stage_, LoadStage(model, spec, compute_));
+  // Its parts verified, a GGUF file is the one the assignment names, whose
+  // digest is also its config and tokenizer digest (E2.5).
+  if (by_parts && model.files.gguf) {
+    model.hashes.config = model.hashes.tokenizer = m.expected_weights_sha256;
+  }
   if (!stage_.weight_cache_note.empty()) std::cerr << "lockstep worker: " << stage_.weight_cache_note << "\n";
   wire::Hello hello;
   hello.worker_id = name_;

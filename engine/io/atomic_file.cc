@@ -28,14 +28,18 @@ Status WriteAll(int fd, std::span<const uint8_t> bytes, const std::string& path)
 
 Status WriteFileAtomically(const std::string& path,
                            const std::vector<std::span<const uint8_t>>& parts) {
+  return WriteFileAtomically(path, [&parts](const ByteSink& write) {
+    for (std::span<const uint8_t> part : parts) LOCKSTEP_RETURN_IF_ERROR(write(part));
+    return Status::Ok();
+  });
+}
+
+Status WriteFileAtomically(const std::string& path,
+                           const std::function<Status(const ByteSink& write)>& produce) {
   std::string tmp = path + ".tmp.XXXXXX";
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) return IoError(path + ": cannot create temporary file: " + std::strerror(errno));
-  Status st;
-  for (std::span<const uint8_t> part : parts) {
-    st = WriteAll(fd, part, tmp);
-    if (!st.ok()) break;
-  }
+  Status st = produce([fd, &tmp](std::span<const uint8_t> bytes) { return WriteAll(fd, bytes, tmp); });
   if (st.ok() && ::fchmod(fd, 0644) != 0) st = IoError(tmp + ": fchmod: " + std::strerror(errno));
   if (::close(fd) != 0 && st.ok()) st = IoError(tmp + ": close: " + std::strerror(errno));
   if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +15,15 @@
 #include "base/status.h"
 
 namespace lockstep {
+
+// Receives the file's bytes in order, piece by piece.
+using ByteSink = std::function<Status(std::span<const uint8_t> bytes)>;
+
+// Writes what `produce` hands its sink, in order (for a file too large to
+// hold in memory at once). An error `produce` returns (or a failing write,
+// which the sink returns to it) abandons the file. Io errors name the path.
+Status WriteFileAtomically(const std::string& path,
+                           const std::function<Status(const ByteSink& write)>& produce);
 
 // Writes the concatenation of `parts`. Io errors name the path.
 Status WriteFileAtomically(const std::string& path,

@@ -4,6 +4,9 @@
 #include <set>
 
 #include "base/json.h"
+#include "engine/io/gguf.h"
+#include "engine/io/gguf_config.h"
+#include "engine/io/gguf_names.h"
 
 namespace lockstep {
 namespace {
@@ -46,7 +49,47 @@ Result<std::map<std::string, std::string, std::less<>>> ParseIndex(std::string_v
 
 }  // namespace
 
+bool IsGgufPath(std::string_view path) {
+  return path.size() > 5 && path.substr(path.size() - 5) == ".gguf";
+}
+
+Result<Checkpoint> Checkpoint::OpenGguf(const std::string& path, const Filter& filter) {
+  Checkpoint c;
+  c.path_ = path;
+  c.dir_ = DirOf(path);
+  c.gguf_ = true;
+  c.partial_ = static_cast<bool>(filter);
+  const std::string base = path.substr(path.rfind('/') + 1);
+  c.file_names_.push_back(base);
+  LOCKSTEP_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(path));
+  LOCKSTEP_ASSIGN_OR_RETURN(c.gguf_config_, ModelConfigFromGguf(f));
+  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<HfTensor> presented, HfTensorsOf(f, c.gguf_config_));
+  f.ReleaseMetadata();  // the config holds what the weights need of it
+  // The parts: the header, then the tensors wanted (every one unfiltered;
+  // rope_freqs always, as the config holds its values).
+  std::set<std::string> wanted = {kGgufRopeFreqs};
+  for (const HfTensor& t : presented) {
+    if (!filter || filter(t.info.name)) {
+      wanted.insert(t.gguf_name);
+      c.gguf_tensors_.push_back(t.info);
+    }
+  }
+  c.parts_.push_back({base + ":header", 0, f.data_start()});
+  std::vector<const GgufTensor*> by_offset;
+  for (const GgufTensor& g : f.tensors()) {
+    if (!filter || wanted.count(g.name) > 0) by_offset.push_back(&g);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensor* a, const GgufTensor* b) { return a->offset < b->offset; });
+  for (const GgufTensor* g : by_offset) c.parts_.push_back({base + ":" + g->name, g->offset, g->nbytes});
+  c.gguf_header_sha256_ = f.header_sha256();
+  c.files_.push_back(std::make_unique<GgufFile>(std::move(f)));
+  for (const TensorInfo& t : c.gguf_tensors_) c.tensors_.emplace(t.name, TensorRef{c.files_[0].get(), &t});
+  return c;
+}
+
 Result<Checkpoint> Checkpoint::Open(const std::string& weights_path, const Filter& filter) {
+  if (IsGgufPath(weights_path)) return OpenGguf(weights_path, filter);
   Checkpoint c;
   c.path_ = weights_path;
   c.dir_ = DirOf(weights_path);
@@ -56,8 +99,9 @@ Result<Checkpoint> Checkpoint::Open(const std::string& weights_path, const Filte
     LOCKSTEP_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(weights_path));
     c.files_.push_back(std::make_unique<SafetensorsFile>(std::move(f)));
     c.file_names_.push_back(base);
-    for (const TensorInfo& t : c.files_[0]->tensors()) {
-      if (!filter || filter(t.name)) c.tensors_.emplace(t.name, TensorRef{c.files_[0].get(), &t});
+    const auto& file = static_cast<const SafetensorsFile&>(*c.files_[0]);
+    for (const TensorInfo& t : file.tensors()) {
+      if (!filter || filter(t.name)) c.tensors_.emplace(t.name, TensorRef{&file, &t});
     }
     return c;
   }
@@ -90,8 +134,9 @@ Result<Checkpoint> Checkpoint::Open(const std::string& weights_path, const Filte
       return Status(f.status().kind(), "shard named by " + weights_path + ": " +
                                            f.status().message());
     }
-    c.files_.push_back(std::make_unique<SafetensorsFile>(std::move(f).value()));
-    by_name[name] = c.files_.back().get();
+    auto opened = std::make_unique<SafetensorsFile>(std::move(f).value());
+    by_name[name] = opened.get();
+    c.files_.push_back(std::move(opened));
   }
   for (const auto& [tensor, file] : weight_map) {
     if (filter && !filter(tensor)) continue;
@@ -112,6 +157,12 @@ std::vector<std::string> Checkpoint::open_file_names() const {
   return out;
 }
 
+std::vector<std::string> Checkpoint::tensor_names() const {
+  std::vector<std::string> out;
+  for (const auto& entry : tensors_) out.push_back(entry.first);
+  return out;
+}
+
 TensorRef Checkpoint::Find(std::string_view name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? TensorRef{} : it->second;
@@ -123,13 +174,24 @@ Result<std::vector<float>> Checkpoint::ReadF32(std::string_view name,
   if (r.file == nullptr) {
     return NotFoundError(path_ + ": tensor \"" + std::string(name) + "\" not found");
   }
-  return r.file->ReadF32(name, expected_shape);
+  return ReadTensorF32(*r.file, *r.info, expected_shape);
+}
+
+std::vector<std::string> Checkpoint::digest_names() const {
+  std::vector<std::string> out;
+  if (partial_) {
+    for (const DigestRange& p : parts_) out.push_back(p.name);
+    return out;
+  }
+  if (sharded_) out.push_back(kShardIndexFile);
+  for (const std::string& f : open_file_names()) out.push_back(f);
+  return out;
 }
 
 Digest Checkpoint::WeightsSha256(const std::vector<FileDigest>& digests, bool sharded) {
-  if (!sharded) return digests.at(0).sha256;
+  if (!sharded) return digests.at(0).sha256;  // the file; any parts follow it
   Sha256Stream s;
-  for (const FileDigest& d : digests) s.Update(d.sha256);
+  for (const FileDigest& d : digests) s.Update(d.sha256);  // a sharded checkpoint has no parts
   return s.Finalize();
 }
 

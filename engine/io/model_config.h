@@ -74,9 +74,13 @@ struct ModelConfig {
   bool attention_bias = false;     // informative; the loader decides by tensors
   std::vector<int> layer_window;   // [num_layers]; 0 = full causal, else W
   std::optional<Llama3RopeScaling> rope_scaling;  // absent/null -> nullopt
-  std::vector<uint32_t> eos_token_ids;  // "eos_token_id": an id or a list; absent/null -> none
+  // A GGUF file's rope_freqs.weight (EXTENSIONS.md E2.2): after §7.1,
+  // inv_freq[i] is divided by rope_freqs[i]. [head_dim / 2], or empty.
+  std::vector<float> rope_freqs;
   bool qk_norm = false;            // E3: per-head RMSNorm of q and k (qwen3, qwen3_moe)
   MoeConfig moe;                   // E4 (qwen3_moe); num_experts 0 otherwise
+  std::vector<uint32_t> eos_token_ids;  // "eos_token_id": an id or a list; absent/null -> none
+                                        // (GGUF: tokenizer.ggml.eos_token_id)
 
   bool is_moe() const { return moe.num_experts > 0; }
 
@@ -101,7 +105,5 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text,
 // Reads and parses the file; NotFound/Io name the path.
 Result<ModelConfig> LoadModelConfig(const std::string& path);
 
-// config.json is a few KB; a file past this is refused before it is read.
-inline constexpr uint64_t kMaxConfigJsonBytes = 64ull << 20;
 
 }  // namespace lockstep

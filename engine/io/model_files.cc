@@ -43,6 +43,14 @@ void CheckOne(const char* file, const std::optional<Digest>& pin,
 
 Result<ModelFiles> LocateModelFiles(const std::string& dir) {
   std::error_code ec;
+  if (IsRegularFile(dir)) {
+    if (!IsGgufPath(dir)) {
+      return IoError(dir + ": is a regular file, not a model directory or a .gguf file");
+    }
+    const size_t slash = dir.rfind('/');
+    return ModelFiles{slash == std::string::npos ? std::string(".") : dir.substr(0, slash),
+                      dir, false, true, dir, dir, true};
+  }
   if (!fs::is_directory(dir, ec)) {
     const std::string kind = DescribePathKind(dir);
     if (kind == "missing") return NotFoundError(dir + ": model directory not found");
@@ -75,13 +83,15 @@ void SetWeightDigests(ArtifactHashes& h, std::vector<FileDigest> digests,
                       const Checkpoint& weights) {
   h.weight_files = std::move(digests);
   h.weights = Digest{};
-  if (weights.open_files() == weights.file_names().size()) {
+  if (weights.hashes_whole()) {
     h.weights = Checkpoint::WeightsSha256(h.weight_files, weights.sharded());
   }
+  if (weights.gguf()) h.config = h.tokenizer = h.weights;  // E2.5
 }
 
 Result<ArtifactHashes> HashConfigAndTokenizer(const ModelFiles& files) {
-  ArtifactHashes h;
+  ArtifactHashes h{};
+  if (files.gguf) return h;  // the file's own digest, once hashed
   LOCKSTEP_ASSIGN_OR_RETURN(h.config, Sha256File(files.config_path));
   if (files.has_tokenizer) {
     LOCKSTEP_ASSIGN_OR_RETURN(h.tokenizer, Sha256File(files.tokenizer_path));
@@ -155,10 +165,14 @@ Status VerifyPins(const ArtifactHashes& actual, const ModelPins& pins,
       mismatches += file + ": pinned but not part of the checkpoint";
     }
   }
-  const char* label = actual.weight_files.size() > 1 ? "weights (sharded checkpoint)" : kSingleWeightsFile;
-  if (actual.weights != Digest{}) CheckOne(label, pins.weights, actual.weights, mismatches);
-  CheckOne(kTokenizer, pins.tokenizer, actual.tokenizer, mismatches);
-  CheckOne(kConfig, pins.config, actual.config, mismatches);
+  const bool sharded = !actual.weight_files.empty() && actual.weight_files[0].file == kShardIndexFile;
+  const std::string label = sharded                          ? "weights (sharded checkpoint)"
+                            : actual.weight_files.empty() ? kSingleWeightsFile
+                                                          : actual.weight_files[0].file;
+  const Digest unknown{};
+  if (actual.weights != unknown) CheckOne(label.c_str(), pins.weights, actual.weights, mismatches);
+  if (actual.tokenizer != unknown) CheckOne(kTokenizer, pins.tokenizer, actual.tokenizer, mismatches);
+  if (actual.config != unknown) CheckOne(kConfig, pins.config, actual.config, mismatches);
   if (mismatches.empty()) return Status::Ok();
   std::string source = pins.name.empty() ? "pins" : "pins " + pins.name;
   return MismatchError(source + ": " + mismatches);

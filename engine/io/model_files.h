@@ -9,6 +9,10 @@
 // SmolLM2-135M, or a manifest file for any other model — and VerifyPins
 // refuses a folder that differs.
 //
+// A model may also be one .gguf file (docs/gguf.md): it holds the config,
+// the tokenizer and the weights, and its one SHA-256 is all three artifact
+// hashes (EXTENSIONS.md E2.5), known once the file is hashed.
+//
 // When tokenizer.json is absent, ArtifactHashes::tokenizer is the SHA-256 of
 // the empty string (e3b0c442...b855), so a pinned tokenizer never verifies
 // against a folder without one. Plain data and stateless functions.
@@ -28,17 +32,19 @@
 namespace lockstep {
 
 struct ModelFiles {
-  std::string dir;
-  std::string weights_path;    // dir + "/model.safetensors", or the index
+  std::string dir;             // the folder (of a .gguf file: the one holding it)
+  std::string weights_path;    // dir + "/model.safetensors", or the index, or the .gguf
   bool sharded = false;        // weights_path is model.safetensors.index.json
-  std::string config_path;     // dir + "/config.json"
-  std::string tokenizer_path;  // dir + "/tokenizer.json", "" when absent
-  bool has_tokenizer = false;
+  bool gguf = false;           // weights_path is a .gguf file, also config and tokenizer
+  std::string config_path;     // dir + "/config.json" (the .gguf)
+  std::string tokenizer_path;  // dir + "/tokenizer.json", "" when absent (the .gguf)
+  bool has_tokenizer = false;  // always for a .gguf (whether it can encode text is its own)
 };
 
-// NotFound naming the missing path when `dir` does not exist or a required
-// file is missing; Io saying what the path is when `dir` is not a
-// directory or a required file is not a regular file (a directory, a FIFO).
+// `dir` is a model folder or a .gguf file. NotFound naming the missing path
+// when it does not exist or a required file is missing; Io saying what the
+// path is when `dir` is neither a directory nor a .gguf file, or a
+// required file is not a regular file (a directory, a FIFO).
 Result<ModelFiles> LocateModelFiles(const std::string& dir);
 
 struct ArtifactHashes {
@@ -53,10 +59,12 @@ struct ArtifactHashes {
 // weight file was opened (all zero otherwise). NotFound/Io/Corrupt name the path.
 Result<ArtifactHashes> HashArtifacts(const ModelFiles& files, const Checkpoint& weights,
                                      int threads);
-// config.json and tokenizer.json only; the weight fields stay empty.
+// config.json and tokenizer.json only; the weight fields stay empty (and,
+// for a .gguf, all three: SetWeightDigests sets them).
 Result<ArtifactHashes> HashConfigAndTokenizer(const ModelFiles& files);
 // Records the digests of `weights`' opened files (Checkpoint::ReadAll's
-// result) and, when every file was opened, weights_sha256 from them.
+// result) and, when it hashes every file whole, weights_sha256 from them
+// (for a .gguf file, also config and tokenizer: E2.5).
 void SetWeightDigests(ArtifactHashes& h, std::vector<FileDigest> digests,
                       const Checkpoint& weights);
 
@@ -80,7 +88,8 @@ Result<ModelPins> ParseManifest(std::string_view json_text, const std::string& n
 // Mismatch listing every pinned file whose hash differs, naming the file,
 // the expected and the actual hex. A pinned weight file that was not hashed
 // (another stage's shard) is not checked; one the checkpoint does not name
-// at all is a mismatch. Ok when every checked hash matches.
+// at all is a mismatch. Hashes not known yet (all zero: a GGUF file's
+// before it is read) are not checked. Ok when every checked hash matches.
 Status VerifyPins(const ArtifactHashes& actual, const ModelPins& pins,
                   const std::vector<std::string>& weight_file_names = {});
 

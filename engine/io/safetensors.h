@@ -8,7 +8,7 @@
 // section and no two non-empty ranges overlap. Tensor bytes are read on
 // demand by offset (ReadOnlyFile, never mapped): a file truncated after it
 // was opened gives a Corrupt error naming it, never SIGBUS, and only the
-// bytes a caller reads are ever copied into memory.
+// bytes a caller reads are ever copied into memory (TensorFile).
 //
 // SafetensorsFile is move-only and immutable after opening; its const
 // methods are safe to call from many threads. SafetensorsWriter is a plain
@@ -24,25 +24,14 @@
 
 #include "base/status.h"
 #include "engine/io/dtype.h"
-#include "base/sha256.h"
-#include "base/read_only_file.h"
+#include "engine/io/tensor_file.h"
 
 namespace lockstep {
 
-struct TensorInfo {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;  // [] is a scalar (one element)
-  uint64_t offset;             // absolute file offset of the first data byte
-  uint64_t nbytes;             // == product(shape) * DTypeBits(dtype) / 8
-};
-
-class SafetensorsFile {
+class SafetensorsFile : public TensorFile {
  public:
   SafetensorsFile(SafetensorsFile&&) noexcept = default;
   SafetensorsFile& operator=(SafetensorsFile&&) noexcept = default;
-  SafetensorsFile(const SafetensorsFile&) = delete;
-  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
   // Opens `path` read-only and validates its header. NotFound/Io from the
   // OS (naming what the path is when it is not a regular file), Corrupt from
@@ -57,21 +46,10 @@ class SafetensorsFile {
   const TensorInfo* Find(std::string_view name) const;
   // Every tensor, sorted by name.
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
-  // Copies bytes [at, at + out.size()) of tensor `t`'s data into `out`.
-  // REQUIRES: `t` is one of tensors() of this file, at + out.size() <=
-  // t.nbytes. Corrupt naming the file and tensor if the file was truncated.
-  Status Read(const TensorInfo& t, uint64_t at, std::span<uint8_t> out) const;
-  // Copies the file's bytes [offset, offset + out.size()) (any part: the
-  // header, tensors, the gaps between). REQUIRES offset + out.size() <=
-  // size(). Corrupt naming the file if it was truncated.
-  Status ReadRange(uint64_t offset, std::span<uint8_t> out) const;
-  // All of tensor `t`'s bytes (same REQUIRES and errors as Read).
-  Result<std::vector<uint8_t>> ReadBytes(const TensorInfo& t) const;
 
-  // The named tensor as f32: BF16 widened by the exact §4.1 shift, F16
-  // widened exactly (every binary16 value is an f32), F32 copied bit for
-  // bit. NotFound if absent; Invalid if its shape is not `expected_shape`;
-  // Unimplemented for any other dtype.
+  // The named tensor as f32 (ReadTensorF32). NotFound if absent; Invalid
+  // if its shape is not `expected_shape`; Unimplemented for a dtype other
+  // than BF16, F16, F32.
   Result<std::vector<float>> ReadF32(
       std::string_view name, std::span<const int64_t> expected_shape) const;
   // Same, for a braced shape: ReadF32("model.norm.weight", {576}).
@@ -81,23 +59,9 @@ class SafetensorsFile {
                                                    expected_shape.size()));
   }
 
-  const std::string& path() const { return path_; }
-  uint64_t size() const;
-
-  // SHA-256 of the whole file as opened, read through the same descriptor
-  // the tensors are read from.
-  Result<Digest> Sha256() const;
-  // Mismatch if the file was rewritten in place since it was opened
-  // (ReadOnlyFile::CheckUnchanged); Ok for an in-memory buffer.
-  Status CheckUnchanged() const;
-
  private:
   SafetensorsFile() = default;
 
-  std::string path_;
-  ReadOnlyFile file_;           // used by Open
-  std::vector<uint8_t> owned_;  // used by FromBuffer
-  bool in_memory_ = false;
   std::vector<TensorInfo> tensors_;
 };
 
@@ -128,17 +92,5 @@ class SafetensorsWriter {
 
   std::vector<Entry> entries_;
 };
-
-// Widens one bf16 bit pattern to f32 exactly (§4.1): bits << 16.
-inline uint32_t WidenBf16Bits(uint16_t b) { return static_cast<uint32_t>(b) << 16; }
-
-// Widens one IEEE binary16 bit pattern to the f32 of the same value (exact:
-// subnormals become normal f32s, infinities and NaN payloads are kept).
-uint32_t WidenF16Bits(uint16_t h);
-
-// Little-endian elements of `dtype` (BF16, F16 or F32) as f32 into
-// out[0 .. bytes.size() / DTypeSize(dtype)): BF16 and F16 widened as above,
-// F32 copied bit for bit. REQUIRES one of those three dtypes.
-void WidenToF32(DType dtype, std::span<const uint8_t> bytes, float* out);
 
 }  // namespace lockstep

@@ -12,40 +12,13 @@
 #include "engine/io/atomic_file.h"
 #include "engine/io/checkpoint.h"
 #include "engine/io/safetensors.h"
+#include "engine/io/seeded_random.h"
 
 namespace lockstep {
 namespace {
 
-uint64_t Fnv1a64(const std::string& s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001B3ull;
-  }
-  return h;
-}
-
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t state) : state_(state) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-
- private:
-  uint64_t state_;
-};
-
-// Uniform in (-1, 1) from the top 24 bits of a 32-bit half.
-double Uniform(uint32_t half) {
-  return (static_cast<double>(half >> 8) + 0.5) / 8388608.0 - 1.0;
-}
-
-void PutBf16(std::vector<uint8_t>& out, size_t i, double v) {
-  uint16_t b = Bf16RoundNearestEven(static_cast<float>(v));
+void PutBf16(std::vector<uint8_t>& out, size_t i, float v) {
+  uint16_t b = Bf16RoundNearestEven(v);
   out[2 * i] = static_cast<uint8_t>(b & 0xFF);
   out[2 * i + 1] = static_cast<uint8_t>(b >> 8);
 }
@@ -54,14 +27,8 @@ void PutBf16(std::vector<uint8_t>& out, size_t i, double v) {
 std::vector<uint8_t> Values(const std::string& name, uint64_t seed,
                             size_t count, double center, double amplitude) {
   std::vector<uint8_t> out(2 * count);
-  SplitMix64 rng(seed ^ Fnv1a64(name));
-  for (size_t i = 0; i < count; i += 2) {
-    uint64_t r = rng.Next();
-    PutBf16(out, i, center + amplitude * Uniform(static_cast<uint32_t>(r)));
-    if (i + 1 < count) {
-      PutBf16(out, i + 1, center + amplitude * Uniform(static_cast<uint32_t>(r >> 32)));
-    }
-  }
+  SyntheticValues values(name, seed, center, amplitude);
+  for (size_t i = 0; i < count; ++i) PutBf16(out, i, values.Next());
   return out;
 }
 
@@ -206,40 +173,56 @@ std::string SyntheticConfigJson(const SyntheticShape& s) {
   return j.dump(2) + "\n";
 }
 
-std::string Llama32_1BConfigJson() {
+namespace {
+
+// A Llama-3 family config.json as Hugging Face publishes them: the fields
+// the 3.1 and 3.2 releases share, llama3 rope_scaling, bfloat16.
+struct Llama3Shape {
+  int hidden, layers, heads, inter;
+  double rope_factor;
+  bool tied;
+};
+
+std::string Llama3ConfigJson(const Llama3Shape& s) {
   nlohmann::json j = {
       {"architectures", {"LlamaForCausalLM"}},
       {"attention_bias", false},
       {"attention_dropout", 0.0},
       {"bos_token_id", 128000},
       {"eos_token_id", {128001, 128008, 128009}},
-      {"head_dim", 64},
+      {"head_dim", s.hidden / s.heads},
       {"hidden_act", "silu"},
-      {"hidden_size", 2048},
+      {"hidden_size", s.hidden},
       {"initializer_range", 0.02},
-      {"intermediate_size", 8192},
+      {"intermediate_size", s.inter},
       {"max_position_embeddings", 131072},
       {"mlp_bias", false},
       {"model_type", "llama"},
-      {"num_attention_heads", 32},
-      {"num_hidden_layers", 16},
+      {"num_attention_heads", s.heads},
+      {"num_hidden_layers", s.layers},
       {"num_key_value_heads", 8},
       {"pretraining_tp", 1},
       {"rms_norm_eps", 1e-05},
       {"rope_scaling",
-       {{"factor", 32.0},
+       {{"factor", s.rope_factor},
         {"high_freq_factor", 4.0},
         {"low_freq_factor", 1.0},
         {"original_max_position_embeddings", 8192},
         {"rope_type", "llama3"}}},
       {"rope_theta", 500000.0},
-      {"tie_word_embeddings", true},
+      {"tie_word_embeddings", s.tied},
       {"torch_dtype", "bfloat16"},
       {"use_cache", true},
       {"vocab_size", 128256},
   };
   return j.dump(2) + "\n";
 }
+
+}  // namespace
+
+std::string Llama32_1BConfigJson() { return Llama3ConfigJson({2048, 16, 32, 8192, 32.0, true}); }
+
+std::string Llama31_8BConfigJson() { return Llama3ConfigJson({4096, 32, 32, 14336, 8.0, false}); }
 
 namespace {
 

@@ -61,6 +61,13 @@ SyntheticShape Qwen3_30B_A3BShape();
 // 1e-5, bos 128000, eos [128001, 128008, 128009], bfloat16.
 std::string Llama32_1BConfigJson();
 
+// Llama-3.1-8B's config.json as Hugging Face publishes it: hidden 4096,
+// 32 layers, 32/8 heads, head_dim 128, intermediate 14336, vocab 128256,
+// untied, rope_theta 500000 with llama3 rope_scaling (factor 8, low 1,
+// high 4, original 8192), max_position_embeddings 131072, rms_norm_eps
+// 1e-5, bos 128000, eos [128001, 128008, 128009], bfloat16.
+std::string Llama31_8BConfigJson();
+
 // An HF-style config.json (2-space indent, sorted keys, final newline).
 // REQUIRES: heads divides hidden, unless a Qwen3 shape gives head_dim.
 std::string SyntheticConfigJson(const SyntheticShape& shape);

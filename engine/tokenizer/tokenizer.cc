@@ -220,16 +220,24 @@ Result<std::shared_ptr<Tokenizer::Impl>> Build(TokenizerDoc doc, const std::stri
 Result<Tokenizer> Tokenizer::FromJson(std::string_view json_text, const std::string& source_name) {
   try {
     LOCKSTEP_ASSIGN_OR_RETURN(TokenizerDoc doc, ParseTokenizerJson(json_text, source_name));
+    return FromDoc(std::move(doc), source_name);
+  } catch (const std::exception& e) {  // allocation failure; JSON errors are handled inside
+    return InternalError(source_name + ": loading failed: " + e.what());
+  }
+}
+
+Result<Tokenizer> Tokenizer::FromDoc(TokenizerDoc doc, const std::string& source_name) {
+  try {
     LOCKSTEP_ASSIGN_OR_RETURN(auto impl, Build(std::move(doc), source_name));
     return Tokenizer(std::move(impl));
-  } catch (const std::exception& e) {  // allocation failure; JSON errors are handled inside
+  } catch (const std::exception& e) {  // allocation failure
     return InternalError(source_name + ": loading failed: " + e.what());
   }
 }
 
 Result<Tokenizer> Tokenizer::FromFile(const std::string& path) {
   LOCKSTEP_ASSIGN_OR_RETURN(const std::string text,
-                            ReadSmallFile(path, uint64_t{1} << 30, "a tokenizer file"));
+                            ReadSmallFile(path, kMaxTokenizerFileBytes, "a tokenizer file"));
   return FromJson(text, path);
 }
 

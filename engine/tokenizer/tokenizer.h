@@ -46,12 +46,16 @@
 
 namespace lockstep {
 
+struct TokenizerDoc;  // tokenizer_json.h
+
 class Tokenizer {
  public:
   // Reads and validates `path`. Errors name the file and the field.
   static Result<Tokenizer> FromFile(const std::string& path);
   // `source_name` is used in error messages in place of a path.
   static Result<Tokenizer> FromJson(std::string_view json, const std::string& source_name);
+  // From a parsed (or built: bpe_vocabulary.h) document.
+  static Result<Tokenizer> FromDoc(TokenizerDoc doc, const std::string& source_name);
 
   // Raw BPE encode (no BOS/EOS); added/special token strings found in
   // `text` become their single ids. REQUIRES: text.size() < 2^30.

@@ -64,18 +64,29 @@ nlohmann::json LastLineJson(const std::string& out) {
 std::vector<ConformanceCase> LoadConformanceCases() {
   const std::string vectors = SharedPath("fixtures/conformance/vectors.json");
   if (vectors.empty()) return {};
-  std::ifstream in(vectors);
-  const nlohmann::json doc = nlohmann::json::parse(in);
   std::vector<ConformanceCase> cases;
-  for (const auto& c : doc["cases"]) {
-    ConformanceCase cc{c["name"].get<std::string>(),
-                       {"run", "--model",
-                        SharedPath("fixtures/conformance/" + c["model"].get<std::string>())},
-                       c["expect"]};
-    for (const auto& a : c["args"]) cc.run_args.push_back(a.get<std::string>());
-    cases.push_back(std::move(cc));
+  // vectors.json, and extension-vectors.json's GGUF cases (E2).
+  for (const char* file : {"vectors.json", "extension-vectors.json"}) {
+    const std::string path = SharedPath(std::string("fixtures/conformance/") + file);
+    if (path.empty()) continue;
+    std::ifstream in(path);
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    for (const auto& c : doc["cases"]) {
+      const std::string name = c["name"].get<std::string>();
+      if (std::string(file) != "vectors.json" && name.rfind("tiny-gguf-", 0) != 0) continue;
+      AddConformanceCase(c, cases);
+    }
   }
   return cases;
+}
+
+void AddConformanceCase(const nlohmann::json& c, std::vector<ConformanceCase>& cases) {
+  ConformanceCase cc{c["name"].get<std::string>(),
+                     {"run", "--model",
+                      SharedPath("fixtures/conformance/" + c["model"].get<std::string>())},
+                     c["expect"]};
+  for (const auto& a : c["args"]) cc.run_args.push_back(a.get<std::string>());
+  cases.push_back(std::move(cc));
 }
 
 void ExpectConformanceCase(const ConformanceCase& c, const nlohmann::json& got) {

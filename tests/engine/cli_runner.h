@@ -23,14 +23,18 @@ std::string SharedPath(const std::string& rel);
 // The JSON object on the last non-empty line of a command's stdout.
 nlohmann::json LastLineJson(const std::string& out);
 
-// One case of ../shared/fixtures/conformance/vectors.json.
+// One case of ../shared/fixtures/conformance/vectors.json (or of
+// extension-vectors.json's GGUF cases).
 struct ConformanceCase {
   std::string name;
   std::vector<std::string> run_args;  // "run" "--model" DIR then the case's args
   nlohmann::json expect;              // key -> independently computed value
 };
-// Every case, or none when the shared fixtures are absent.
+// Every case of vectors.json and the tiny-gguf-* cases of
+// extension-vectors.json, or none when the shared fixtures are absent.
 std::vector<ConformanceCase> LoadConformanceCases();
+// Appends one vectors file case `c` (run --model MODEL ARGS...).
+void AddConformanceCase(const nlohmann::json& c, std::vector<ConformanceCase>& cases);
 // Checks a run's --json output against a case: every expected key present
 // and equal. A case that expects nothing fails (it would assert nothing).
 void ExpectConformanceCase(const ConformanceCase& c, const nlohmann::json& got);

@@ -2,8 +2,11 @@
 // and rendered exactly; anything else is refused with the template named.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "engine/tokenizer/synthetic_tokenizer.h"
 #include "server/chat_template.h"
+#include "tests/fixture_absent.h"
 
 namespace lockstep::server {
 namespace {
@@ -71,6 +74,21 @@ TEST(ChatTemplateTest, OtherTemplatesAreRefusedByName) {
   std::string almost = kSmolLM2;
   almost.replace(almost.find("assistant\n'"), 9, "bot");
   EXPECT_FALSE(ChatTemplate::FromJinja(almost).ok());
+}
+
+// A GGUF file's template is its tokenizer.chat_template.
+TEST(ChatTemplateTest, FromAGgufFilesMetadata) {
+  const std::string path = std::string(LOCKSTEP_SHARED_DIR) +
+                           "/fixtures/conformance/tiny-gguf-q8_0/model.gguf";
+  if (!std::filesystem::exists(path)) LOCKSTEP_FIXTURE_ABSENT() << "GGUF fixture absent";
+  auto files = LocateModelFiles(path);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  auto t = ChatTemplate::FromModel(*files);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->Render({{"user", "Hi"}}), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  ModelFiles none = *files;
+  none.weights_path = std::string(LOCKSTEP_SHARED_DIR) + "/fixtures/conformance/nope.gguf";
+  EXPECT_FALSE(ChatTemplate::FromModel(none).ok());
 }
 
 TEST(ChatTemplateTest, MissingConfigIsNamed) {
