@@ -68,17 +68,6 @@ Status TensorFile::CheckUnchanged() const {
   return in_memory_ ? Status::Ok() : file_.CheckUnchanged();
 }
 
-uint32_t WidenF16Bits(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1Fu;
-  const uint32_t man = h & 0x3FFu;
-  if (exp == 0x1F) return sign | 0x7F800000u | (man << 13);  // inf, NaN
-  if (exp != 0) return sign | ((exp + 112) << 23) | (man << 13);
-  if (man == 0) return sign;  // +-0
-  const int k = 31 - __builtin_clz(man);  // highest set bit, 0..9: man * 2^-24
-  return sign | (static_cast<uint32_t>(k + 103) << 23) | ((man << (23 - k)) & 0x7FFFFFu);
-}
-
 void WidenToF32(DType dtype, std::span<const uint8_t> bytes, float* out) {
   if (dtype == DType::kF32) {
     if (!bytes.empty()) std::memcpy(out, bytes.data(), bytes.size());

@@ -20,6 +20,7 @@
 #include "base/sha256.h"
 #include "base/status.h"
 #include "engine/io/dtype.h"
+#include "base/half_float.h"
 #include "base/read_only_file.h"
 
 namespace lockstep {
@@ -92,13 +93,6 @@ class TensorFile {
 // if its shape is not `expected_shape`; Unimplemented for any other dtype.
 Result<std::vector<float>> ReadTensorF32(const TensorFile& file, const TensorInfo& t,
                                          std::span<const int64_t> expected_shape);
-
-// Widens one bf16 bit pattern to f32 exactly (§4.1): bits << 16.
-inline uint32_t WidenBf16Bits(uint16_t b) { return static_cast<uint32_t>(b) << 16; }
-
-// Widens one IEEE binary16 bit pattern to the f32 of the same value (exact:
-// subnormals become normal f32s, infinities and NaN payloads are kept).
-uint32_t WidenF16Bits(uint16_t h);
 
 // Little-endian elements of `dtype` (BF16, F16 or F32) as f32 into
 // out[0 .. bytes.size() / DTypeSize(dtype)): BF16 and F16 widened as above,

@@ -2,13 +2,23 @@
 
 #include "engine/ops/kernels_isa.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace lockstep::ops {
 namespace {
 
 #if defined(__x86_64__)
+// CPUID leaf 1, ECX bit 29. Read directly: clang's __builtin_cpu_supports
+// does not know the "f16c" feature name.
+bool HasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
 bool HasAvx2() {  // with F16C (kF16 weights and quantized scales)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && HasF16c();
 }
 bool HasAvx512() {
   __builtin_cpu_init();

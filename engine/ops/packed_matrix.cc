@@ -23,7 +23,6 @@ static_assert(std::endian::native == std::endian::little, "bf16 bytes are read a
 
 constexpr size_t kSmallPage = 4096;
 
-uint32_t WidenBits(uint16_t b) { return static_cast<uint32_t>(b) << 16; }  // §4.1
 
 float BitsToFloat(uint32_t bits) {
   float f;
@@ -176,7 +175,7 @@ void PackedMatrix::PackBf16Rows(size_t r0, std::span<const uint8_t> bytes, Threa
       for (size_t k = 0; k < cols_; ++k) {
         uint16_t v;
         std::memcpy(&v, src + 2 * k, 2);
-        dst[k * kPanelRows] = WidenBits(v);
+        dst[k * kPanelRows] = WidenBf16Bits(v);
       }
     }
   });
@@ -262,7 +261,7 @@ float PackedMatrix::At(size_t r, size_t k) const {
   const size_t i = Index(r, k);
   if (type_ == WeightType::kF32) return reinterpret_cast<const float*>(base())[i];
   const uint16_t h = reinterpret_cast<const uint16_t*>(base())[i];
-  return type_ == WeightType::kF16 ? F16ToF32(h) : BitsToFloat(WidenBits(h));
+  return type_ == WeightType::kF16 ? WidenF16(h) : BitsToFloat(WidenBf16Bits(h));
 }
 
 void PackedMatrix::CopyRow(size_t r, float* out) const {

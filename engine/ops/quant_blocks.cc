@@ -89,20 +89,6 @@ size_t GgmlRowBytes(GgmlType type, size_t n_elems) {
   return n_elems / b.elems * b.bytes;
 }
 
-uint32_t F16ToF32Bits(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1Fu;
-  const uint32_t man = h & 0x3FFu;
-  if (exp == 0x1F) return sign | 0x7F800000u | (man << 13);  // inf, NaN (payload kept)
-  if (exp != 0) return sign | ((exp + 112) << 23) | (man << 13);
-  if (man == 0) return sign;  // ±0
-  // man * 2^-24 with man < 2^10: normalise on its highest set bit k.
-  const int k = 31 - std::countl_zero(man);
-  return sign | (static_cast<uint32_t>(k + 103) << 23) | ((man << (23 - k)) & 0x7FFFFFu);
-}
-
-float F16ToF32(uint16_t h) { return std::bit_cast<float>(F16ToF32Bits(h)); }
-
 void UnpackBlock(GgmlType type, const uint8_t* b, BlockFields* f) {
   switch (type) {
     case GgmlType::kQ8_0:
@@ -145,7 +131,7 @@ void DequantizeRow(GgmlType type, std::span<const uint8_t> bytes, size_t n_elems
   if (type == GgmlType::kF16 || type == GgmlType::kBF16) {
     for (size_t i = 0; i < n_elems; ++i) {
       const uint16_t h = U16At(p + 2 * i);
-      out[i] = type == GgmlType::kF16 ? F16ToF32(h) : std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+      out[i] = type == GgmlType::kF16 ? WidenF16(h) : std::bit_cast<float>(WidenBf16Bits(h));
     }
     return;
   }
@@ -154,7 +140,7 @@ void DequantizeRow(GgmlType type, std::span<const uint8_t> bytes, size_t n_elems
   BlockFields f;
   for (size_t i = 0; i < n_elems / blk.elems; ++i, p += blk.bytes, out += blk.elems) {
     UnpackBlock(type, p, &f);
-    const float d = F16ToF32(f.d), dmin = F16ToF32(f.dmin);
+    const float d = WidenF16(f.d), dmin = WidenF16(f.dmin);
     for (size_t e = 0; e < blk.elems; ++e) {
       const size_t j = e / sub;
       out[e] = WeightValue(type, d, dmin, f.sc[j], j < 8 ? f.m[j] : 0, f.q[e]);

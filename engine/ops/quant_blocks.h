@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 
+#include "base/half_float.h"
 #include "base/status.h"
 
 namespace lockstep::ops {
@@ -52,11 +53,6 @@ const char* GgmlTypeName(uint32_t id);
 Status CheckRowLength(GgmlType type, uint64_t n_elems, const char* what);
 // Bytes of a row of n_elems elements. REQUIRES n_elems % elems == 0.
 size_t GgmlRowBytes(GgmlType type, size_t n_elems);
-
-// The exact f32 bits of IEEE binary16 bits h (subnormals widened to normal
-// f32 values, ±0, ±inf, NaN payloads kept), by integer operations only.
-uint32_t F16ToF32Bits(uint16_t h);
-float F16ToF32(uint16_t h);
 
 // One block's fields as integers, the bit layout of E2.3 undone.
 struct BlockFields {

@@ -75,13 +75,13 @@ float QuantPanelValue(const QuantPanel& p, const uint8_t* panel, size_t cols, si
   assert(k < cols && i < kRows);
   const uint8_t* blk = panel + (k / p.block) * p.BlockBytes();
   const size_t kk = k % p.block, j = kk / p.sub;
-  const float d = F16ToF32(U16At(blk + 2 * i));
+  const float d = WidenF16(U16At(blk + 2 * i));
   float dmin = 0.0f;
   int sc = 0, m = 0;
   if (p.ggml == GgmlType::kQ6_K) {
     sc = static_cast<int8_t>(blk[kHeadSc6 + kRows * j + i]);
   } else if (p.ggml == GgmlType::kQ4_K || p.ggml == GgmlType::kQ5_K) {
-    dmin = F16ToF32(U16At(blk + kHeadDmin + 2 * i));
+    dmin = WidenF16(U16At(blk + kHeadDmin + 2 * i));
     sc = blk[kHeadSc + kRows * j + i];
     m = blk[kHeadM + kRows * j + i];
   }

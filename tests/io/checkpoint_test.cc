@@ -331,28 +331,6 @@ TEST(CheckpointTest, DirectoriesAndFifosAreNamedForWhatTheyAre) {
       << files.status().message();
 }
 
-// Independent of WidenF16Bits: the binary16 value from its definition, in
-// double, then rounded to f32 (exact: every binary16 value is an f32).
-TEST(CheckpointTest, F16WidensExactlyForEveryBitPattern) {
-  for (uint32_t h = 0; h < 65536; ++h) {
-    const int sign = (h >> 15) ? -1 : 1;
-    const int exp = (h >> 10) & 31;
-    const int man = h & 1023;
-    const uint32_t got = WidenF16Bits(static_cast<uint16_t>(h));
-    if (exp == 31 && man != 0) {
-      EXPECT_TRUE(std::isnan(std::bit_cast<float>(got))) << h;
-      EXPECT_EQ(got & 0x1FFFu, 0u) << h;
-      EXPECT_EQ(got >> 13 & 1023u, static_cast<uint32_t>(man)) << "payload kept " << h;
-      continue;
-    }
-    double v = exp == 31 ? INFINITY
-               : exp == 0 ? std::ldexp(man, -24)
-                          : std::ldexp(1024 + man, exp - 25);
-    const float want = static_cast<float>(sign * v);
-    ASSERT_EQ(got, std::bit_cast<uint32_t>(want)) << "f16 bits " << h;
-  }
-}
-
 TEST(CheckpointTest, ConfigSizesAreRangeCheckedBeforeUse) {
   auto base = nlohmann::json::parse(SyntheticConfigJson(SyntheticShape{}));
   for (const char* key : {"num_hidden_layers", "hidden_size", "vocab_size",

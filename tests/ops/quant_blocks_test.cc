@@ -79,18 +79,18 @@ TEST(QuantBlocks, RowLengthsAreWholeBlocks) {
 TEST(QuantBlocks, EveryHalfWidensExactly) {
   for (uint32_t h = 0; h < 65536; ++h) {
     const uint16_t x = static_cast<uint16_t>(h);
-    const uint32_t got = F16ToF32Bits(x);
+    const uint32_t got = WidenF16Bits(x);
     if (((x >> 10) & 31) == 31) {
       const uint32_t want = (x & 0x8000u) << 16 | 0x7F800000u | (x & 0x3FFu) << 13;
       ASSERT_EQ(got, want) << std::hex << h;
       continue;
     }
     ASSERT_EQ(got, Bits(static_cast<float>(HalfValue(x)))) << std::hex << h;
-    ASSERT_EQ(Bits(F16ToF32(x)), got);
+    ASSERT_EQ(Bits(WidenF16(x)), got);
   }
-  EXPECT_EQ(F16ToF32Bits(0x0001), 0x33800000u);  // 2^-24, the smallest subnormal half
-  EXPECT_EQ(F16ToF32Bits(0x83FF), 0xB87FC000u);  // -(1023 * 2^-24)
-  EXPECT_EQ(F16ToF32Bits(0x8000), 0x80000000u);
+  EXPECT_EQ(WidenF16Bits(0x0001), 0x33800000u);  // 2^-24, the smallest subnormal half
+  EXPECT_EQ(WidenF16Bits(0x83FF), 0xB87FC000u);  // -(1023 * 2^-24)
+  EXPECT_EQ(WidenF16Bits(0x8000), 0x80000000u);
 }
 
 TEST(QuantBlocks, HandWorkedValues) {
