@@ -9,7 +9,11 @@ and the server's resident memory once warm and at the end, sampled every
 10 s, as one JSON object (and a line of text on stderr).
 
   bench/soak.py --lockstep build/cli/lockstep --model DIR --minutes 10 \\
-      --max-sessions 8 [--workers 3] [--threads 2]
+      --max-sessions 8 [--workers 3] [--threads 2] [--shared-prefix 8]
+
+Sharded (--workers K) with --max-sessions 64 and --shared-prefix: the
+prefix cache's sessions on the workers and the live ones together reach
+the workers' own session limit; every refusal must still be a 429.
 
 Exit status 1 when any request failed. tests/server/server_test.py
 (SoakTest) runs a bounded form of the same soak on every test run.
@@ -32,8 +36,11 @@ def solo(args, body):
     return json.loads(out.strip().splitlines()[-1])["generated_token_ids"]
 
 
-def bodies(n):
-    return [{"prompt": [(i * 131 + k * 7) % 400 + 1 for k in range(4 + i % 13)],
+def bodies(n, shared_prefix=0):
+    """n distinct requests; with shared_prefix, the first that many prompt
+    tokens are common to all (so the server's prefix cache holds and hits)."""
+    head = [(k * 37) % 400 + 1 for k in range(shared_prefix)]
+    return [{"prompt": head + [(i * 131 + k * 7) % 400 + 1 for k in range(4 + i % 13)],
              "max_tokens": 8 + (i * 5) % 25} for i in range(n)]
 
 
@@ -134,8 +141,10 @@ def main():
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--distinct", type=int, default=24, help="distinct requests (each run solo once)")
+    p.add_argument("--shared-prefix", type=int, default=0,
+                   help="prompt tokens every request shares (the prefix cache's load)")
     args = p.parse_args()
-    work = bodies(args.distinct)
+    work = bodies(args.distinct, args.shared_prefix)
     want = [solo(args, b) for b in work]
     server = Server(args)
     try:
@@ -148,7 +157,8 @@ def main():
     warm = rss[min(len(rss) - 1, max(1, len(rss) // 6))]  # after the first sixth
     report = {
         "minutes": args.minutes, "clients": 2 * args.max_sessions, "max_sessions": args.max_sessions,
-        "workers": args.workers, "threads": args.threads, "ok": out["ok"], "429": out["busy"],
+        "workers": args.workers, "threads": args.threads, "shared_prefix": args.shared_prefix,
+        "ok": out["ok"], "429": out["busy"],
         "failures": len(out["failures"]), "first_failures": out["failures"][:5],
         "latency_p50_ms": round(pct(out["latency"], 50) * 1e3, 1),
         "latency_p99_ms": round(pct(out["latency"], 99) * 1e3, 1),

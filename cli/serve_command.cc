@@ -5,7 +5,7 @@
 
 #include "cli/exit_status.h"
 #include "coordinator/cluster_config.h"
-#include "runtime/worker_processes.h"
+#include "runtime/cluster_run.h"
 
 namespace lockstep::cli {
 namespace {
@@ -40,14 +40,12 @@ Status Serve(ServeCommandOptions& o) {
   }
   if (o.workers == 0) return server::RunServer(o.serve);
   runtime::WorkerSpawnOptions spawn;
-  spawn.exe = runtime::SelfExe();
   spawn.count = o.workers;
   spawn.compute = {o.serve.isa, o.serve.threads, WeightFormat::kPackedBf16,
                    o.serve.weight_cache};  // the workers compute, with these
-  LOCKSTEP_ASSIGN_OR_RETURN(auto procs, runtime::WorkerProcesses::Spawn(spawn));
   ClusterConfig cfg;
   cfg.model_dir = o.serve.model_dir;
-  procs->ApplyTo(&cfg);  // endpoints and the ephemeral CURVE keys
+  LOCKSTEP_ASSIGN_OR_RETURN(auto procs, runtime::SpawnLoopbackCluster(spawn, &cfg));
   cfg.ship_logits = o.ship_logits;
   o.serve.cluster = std::move(cfg);
   const Status st = server::RunServer(o.serve);
@@ -81,6 +79,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeCommandOptions& o) {
       ->default_val(o.kv_budget_mib);
   c->add_option("--prefix-cache-mib", o.prefix_cache_mib, "Prefix cache budget (0 = off)")
       ->default_val(o.prefix_cache_mib);
+  c->add_option("--max-positions", s.limits.max_positions,
+                "Positions one request may reach (0: the model's max_position_embeddings; only "
+                "lowers it)")
+      ->default_val(s.limits.max_positions);
   c->add_option("--prefill-chunk", s.scheduler.prefill_chunk, "Prompt tokens prefilled per step")
       ->default_val(s.scheduler.prefill_chunk)->check(CLI::Range(1, 1 << 20));
   c->add_option("--max-body-bytes", s.http.max_body_bytes, "Larger request bodies get 413")

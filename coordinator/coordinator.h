@@ -360,6 +360,22 @@ class RemoteSession final : public StepBackend {
   // last stage's reply carries them; Corrupt if it has another count).
   std::span<const Digest> StepTrace() const override { return trace_; }
 
+  // Several sessions' FeedAndChoose as one round (coordinator/
+  // remote_session_batch.cc): every step is sent before any is awaited, so
+  // the workers find them queued together and batch them, with no thread
+  // per session. A session that cannot join the round (a relay or a
+  // rebuild pending, --ship-logits, other sampling) runs FeedAndChoose by
+  // itself after the round was sent. Each step's outcome or failure goes
+  // to its own out/status; one session's failure does not touch another.
+  struct BatchedStep {
+    RemoteSession* session = nullptr;
+    std::span<const uint32_t> tokens;
+    const StepContext* ctx = nullptr;
+    StepOutcome* out = nullptr;
+    Status* status = nullptr;
+  };
+  static void FeedAndChooseAll(std::span<const BatchedStep> steps);
+
   // Feeds tokens whose outputs nobody needs (a prompt chunk that is not the
   // last): sent with no_output, so the last stage computes no logits and
   // replies nothing, and not awaited. A failure surfaces at the session's
@@ -386,6 +402,13 @@ class RemoteSession final : public StepBackend {
     uint32_t token = 0;
     uint32_t decode_step = 0;
   };
+
+  // Whether a step can join a FeedAndChooseAll round as it is.
+  bool CanJoinRound(const StepContext& ctx);
+  // The tail of a round's step once its reply came (as Send and
+  // FeedAndChoose finish a step).
+  Result<StepOutcome> FinishRound(std::span<const uint32_t> tokens, const StepContext& ctx,
+                                  Coordinator::ReplyResult reply);
 
   // Sends the tokens (with `handoff`, if any, asking for `relay` relayed
   // steps after it) and waits for the reply, rebuilding the session first

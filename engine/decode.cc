@@ -1,5 +1,7 @@
 #include "engine/decode.h"
 
+#include "engine/decode_session.h"
+
 #include <algorithm>
 #include <charconv>
 
@@ -11,33 +13,6 @@ bool ParseU32(std::string_view s, uint32_t* out) {
   if (s.empty()) return false;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
   return ec == std::errc() && p == s.data() + s.size();
-}
-
-Status ApplyEvictions(StepBackend& backend, const DecodeRequest& req, uint32_t step) {
-  for (const EvictSpec& e : req.evictions) {
-    if (e.step != step) continue;
-    Status st = backend.Evict(e.from, e.count);
-    if (!st.ok()) {
-      return st.WithContext("--evict " + std::to_string(e.from) + ":" + std::to_string(e.count) +
-                            "@" + std::to_string(e.step));
-    }
-  }
-  return Status::Ok();
-}
-
-bool EvictsAt(const DecodeRequest& req, uint32_t step) {
-  return std::any_of(req.evictions.begin(), req.evictions.end(),
-                     [step](const EvictSpec& e) { return e.step == step; });
-}
-
-// Steps after `step` that feed the previous token with no eviction between:
-// up to the first step >= `step` that evicts, or the last step.
-uint32_t ChainedAfter(const DecodeRequest& req, uint32_t step) {
-  uint32_t end = req.gen - 1;
-  for (const EvictSpec& e : req.evictions) {
-    if (e.step >= step) end = std::min(end, e.step);
-  }
-  return end - step;
 }
 
 }  // namespace
@@ -65,6 +40,9 @@ Result<EvictSpec> ParseEvictSpec(const std::string& text) {
 Status ValidateDecodeRequest(const DecodeRequest& req) {
   if (req.prompt.empty()) return InvalidError("the prompt has no tokens");
   LOCKSTEP_RETURN_IF_ERROR(ValidateSamplingParams(req.sampling));
+  if (req.window && *req.window < 0) {
+    return InvalidError("--window " + std::to_string(*req.window) + ": must be >= 0");
+  }
   for (const EvictSpec& e : req.evictions) {
     if (e.step >= req.gen) {
       return InvalidError("--evict at step " + std::to_string(e.step) +
@@ -92,42 +70,20 @@ Status ValidateDecodeRequest(const DecodeRequest& req) {
   }
   length += (req.gen - 1) - std::min<uint64_t>(next, req.gen - 1);
   peak = std::max(peak, length);
-  if (peak > req.max_positions) {
-    return InvalidError("limit max_positions: the prompt (" + std::to_string(req.prompt.size()) +
-                        " tokens) and --gen " + std::to_string(req.gen) + " need " +
-                        std::to_string(peak) + " positions, over the model's " +
-                        std::to_string(req.max_positions) + " (max_position_embeddings)");
-  }
-  return Status::Ok();
+  if (peak <= req.max_positions) return Status::Ok();
+  return InvalidError("limit max_positions: the prompt (" + std::to_string(req.prompt.size()) +
+                      " tokens) and --gen " + std::to_string(req.gen) + " need " +
+                      std::to_string(peak) + " positions, over the bound of " +
+                      std::to_string(req.max_positions) +
+                      " (max_position_embeddings, or a lower Limits::max_positions)");
 }
 
 Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,
                                const WitnessSeed& seed) {
   LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req));
-  DecodeResult out;
-  out.prompt = req.prompt;
-  WitnessChain chain(seed, req.prompt);
-  std::vector<float> logits;
-  SamplingScratch sampling;
-  StepContext ctx{0, req.sampling, &chain, &sampling, &logits};
-  uint32_t last[1] = {0};
-  for (uint32_t step = 0; step < req.gen; ++step) {
-    ctx.step = step;
-    if (step == 0 || EvictsAt(req, step - 1)) backend.ExpectChainedSteps(ChainedAfter(req, step));
-    const std::span<const uint32_t> tokens =
-        step == 0 ? std::span<const uint32_t>(req.prompt) : std::span<const uint32_t>(last);
-    LOCKSTEP_ASSIGN_OR_RETURN(const StepOutcome o, backend.FeedAndChoose(tokens, ctx));
-    out.logits_sha256.push_back(o.logits_sha256);
-    if (const auto trace = backend.StepTrace(); !trace.empty()) {
-      out.layer_digests.emplace_back(trace.begin(), trace.end());
-    }
-    out.generated.push_back(o.token);
-    last[0] = o.token;
-    LOCKSTEP_RETURN_IF_ERROR(ApplyEvictions(backend, req, step));
-  }
-  out.cis2_ref = chain.Finalize();
-  out.argmax_digest = ArgmaxDigest(out.prompt, out.generated);
-  return out;
+  DecodeSession session(backend, req, seed);
+  while (!session.done()) LOCKSTEP_RETURN_IF_ERROR(session.Step());
+  return session.result();
 }
 
 }  // namespace lockstep

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -79,6 +80,10 @@ struct DecodeRequest {
   // refused before any token is fed. 0: no bound known to the caller.
   uint32_t max_positions = 0;
   SamplingParams sampling;          // default: greedy
+  // `--window W` / "window": W for every layer, else the model's own
+  // windows. Applied where the backend's cache is made (LocalBackend::
+  // SetWindow, Coordinator::OpenSession); W >= 0.
+  std::optional<int> window;
 };
 
 struct DecodeResult {
@@ -94,7 +99,9 @@ struct DecodeResult {
 };
 
 // Checks a request (non-empty prompt, eviction steps < gen, the largest
-// cache length it reaches, evictions included, <= max_positions, sampling).
+// cache length it reaches, evictions included, <= max_positions, sampling,
+// window >= 0): the one check every front end applies (`run`, `serve`,
+// `verify`, the coordinator).
 Status ValidateDecodeRequest(const DecodeRequest& req);
 
 Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,

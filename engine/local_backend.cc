@@ -1,5 +1,6 @@
 #include "engine/local_backend.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace lockstep {
@@ -12,8 +13,13 @@ LocalBackend::LocalBackend(const Stage& stage, size_t reserve_positions)
   hidden_.reserve(stage.hidden());
 }
 
-LocalBackend::LocalBackend(const Stage& stage, KvCache cache)
-    : stage_(stage), cache_(std::move(cache)), scratch_(stage.NewScratch(1, cache_.size())) {}
+LocalBackend::LocalBackend(const Stage& stage, KvCache cache, size_t reserve_positions)
+    : stage_(stage),
+      cache_(std::move(cache)),
+      scratch_(stage.NewScratch(1, std::max(cache_.size(), reserve_positions))) {
+  cache_.Reserve(reserve_positions);
+  hidden_.reserve(stage.hidden());
+}
 
 Result<StepOutcome> LocalBackend::FeedAndChoose(std::span<const uint32_t> tokens,
                                                 const StepContext& ctx) {

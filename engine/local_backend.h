@@ -21,8 +21,8 @@ class LocalBackend final : public StepBackend {
   // entries (and attention keys) reserved up front, e.g. prompt + gen; the
   // cache still grows past it, allocating.
   explicit LocalBackend(const Stage& stage, size_t reserve_positions = 0);
-  // Resumes from a cloned prefix.
-  LocalBackend(const Stage& stage, KvCache cache);
+  // Resumes from a cloned prefix, reserving up to reserve_positions.
+  LocalBackend(const Stage& stage, KvCache cache, size_t reserve_positions = 0);
 
   Status Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) override;
   // Feed, then ChooseAndWitness with its two digests on the stage's pool.
@@ -39,6 +39,13 @@ class LocalBackend final : public StepBackend {
   // Overrides the window of every layer (`--window W`); Invalid for W < 0.
   Status SetWindow(int window);
   KvCache& cache() { return cache_; }
+  const Stage& stage() const { return stage_; }
+  // For a step batched with other sessions' (LocalBatchStepper): the rows
+  // it embeds into and runs in place. Such a step is not traced.
+  std::vector<float>& batch_rows() {
+    trace_.Clear();
+    return hidden_;
+  }
 
  private:
   const Stage& stage_;

@@ -6,12 +6,13 @@
 #include <chrono>
 #include <iostream>
 
+#include "engine/batch_stepper.h"
+#include "engine/decode_session.h"
 #include "engine/local_backend.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/huge_pages.h"
 #include "engine/ops/thread_pool.h"
-#include "engine/step_outcome.h"
-#include "engine/witness.h"
+#include "runtime/compare.h"
 #include "runtime/local_run.h"
 #include "runtime/timed_backend.h"
 
@@ -37,70 +38,22 @@ std::vector<uint32_t> Prompt(size_t len, size_t s, size_t vocab) {
   return p;
 }
 
-// One greedy session on its own LocalBackend (cache reserved for the whole
-// decode), its witness chain and its last step's outcome.
+// One greedy session as every front end runs it: a DecodeSession on its
+// own LocalBackend (cache reserved for the whole decode).
 struct Session {
+  DecodeRequest req;
   std::unique_ptr<LocalBackend> backend;
-  std::vector<float> hidden, logits;  // [1][hidden] for batched steps; [vocab]
-  std::vector<uint32_t> tokens;
-  WitnessChain chain;
-  StepOutcome outcome;
+  std::unique_ptr<DecodeSession> decode;
 };
 
-Session NewSession(const Stage& st, const WitnessSeed& seed, std::span<const uint32_t> prompt,
+Session NewSession(const Stage& st, const WitnessSeed& seed, std::vector<uint32_t> prompt,
                    size_t gen) {
-  Session s{std::make_unique<LocalBackend>(st, prompt.size() + gen), {}, {}, {},
-            WitnessChain(seed, prompt), {}};
-  s.hidden.reserve(st.hidden());
-  s.logits.resize(st.vocab());
-  s.tokens.reserve(prompt.size() + gen);
+  Session s;
+  s.req.prompt = std::move(prompt);
+  s.req.gen = static_cast<uint32_t>(gen);
+  s.backend = std::make_unique<LocalBackend>(st, s.req.prompt.size() + gen);
+  s.decode = std::make_unique<DecodeSession>(*s.backend, s.req, seed);
   return s;
-}
-
-const SamplingParams kGreedy{};
-
-// A step's choice as a decode makes it (ChooseAndWitnessAll: the token,
-// the chain fold and the logits digest, on the stage's pool).
-StepChoice ChoiceOf(Session& s, std::span<const float> logits) {
-  return {logits, &kGreedy, static_cast<uint32_t>(s.tokens.size()), &s.chain, nullptr, &s.outcome};
-}
-
-// The path every decode takes: LocalBackend::Feed, then the step's choice.
-Status Step(const Stage& st, Session& s, std::span<const uint32_t> feed) {
-  LOCKSTEP_RETURN_IF_ERROR(s.backend->Feed(feed, &s.logits));
-  const StepChoice c = ChoiceOf(s, s.logits);
-  ChooseAndWitnessAll(std::span(&c, 1), st.pool());
-  s.tokens.push_back(s.outcome.token);
-  return Status::Ok();
-}
-
-// One decode step of every session as one batch (ForwardBatch +
-// LogitsBatch, then every session's choice at once, as the server's
-// scheduler does), each session feeding its last token.
-struct Batch {
-  ForwardScratch scratch;
-  std::vector<Stage::BatchItem> items;
-  std::vector<float> last, logits;  // [S][hidden], [S][vocab]
-  std::vector<StepChoice> choices;
-};
-
-Status BatchedStep(const Stage& st, std::vector<Session>& ss, Batch& b) {
-  const size_t S = ss.size(), h = st.hidden(), vocab = st.vocab();
-  for (size_t i = 0; i < S; ++i) {
-    LOCKSTEP_RETURN_IF_ERROR(st.Embed(std::span(&ss[i].tokens.back(), 1), &ss[i].hidden));
-    KvCache& cache = ss[i].backend->cache();
-    b.items[i] = {ss[i].hidden, static_cast<int64_t>(cache.size()), &cache};
-  }
-  LOCKSTEP_RETURN_IF_ERROR(st.ForwardBatch(b.items, b.scratch));
-  for (size_t i = 0; i < S; ++i) std::copy_n(ss[i].hidden.begin(), h, b.last.begin() + static_cast<ptrdiff_t>(i * h));
-  st.LogitsBatch(b.last, b.logits, b.scratch);
-  b.choices.clear();
-  for (size_t i = 0; i < S; ++i) {
-    b.choices.push_back(ChoiceOf(ss[i], std::span<const float>(b.logits).subspan(i * vocab, vocab)));
-  }
-  ChooseAndWitnessAll(b.choices, st.pool());
-  for (Session& s : ss) s.tokens.push_back(s.outcome.token);
-  return Status::Ok();
 }
 
 // STREAM-style bandwidth over buffers far larger than the caches, split
@@ -154,11 +107,10 @@ double Median(std::vector<double> v) {
 Status MeasurePrefill(const Stage& st, const WitnessSeed& seed, const BenchOptions& o,
                       BenchFigures* f) {
   std::vector<double> rates;
-  const std::vector<uint32_t> prompt = Prompt(o.prompt_len, 99, st.vocab());
   for (size_t r = 0; r < std::max<size_t>(o.repeats, 1); ++r) {
-    Session s = NewSession(st, seed, prompt, 1);
+    Session s = NewSession(st, seed, Prompt(o.prompt_len, 99, st.vocab()), 1);
     const auto t0 = Clock::now();
-    LOCKSTEP_RETURN_IF_ERROR(Step(st, s, prompt));
+    LOCKSTEP_RETURN_IF_ERROR(s.decode->Step());
     rates.push_back(static_cast<double>(o.prompt_len) / Since(t0));
   }
   f->prefill_tok_s = *std::max_element(rates.begin(), rates.end());
@@ -166,39 +118,41 @@ Status MeasurePrefill(const Stage& st, const WitnessSeed& seed, const BenchOptio
   return Status::Ok();
 }
 
-// S sessions decoded as one batch, interleaved step by step with the same
-// S sessions decoded solo (so both see the same machine load); every
-// batched session's tokens, witness chain and last logits digest must
-// equal its solo twin's.
+// S sessions decoded as one batch through the server's stepper
+// (LocalBatchStepper), interleaved step by step with the same S sessions
+// decoded solo (DecodeSession::Step, as RunDecode), so both see the same
+// machine load; every batched session's result must equal its solo twin's
+// (CompareResults: tokens and every digest).
 Status MeasureBatched(const Stage& st, const WitnessSeed& seed, const BenchOptions& o,
                       BenchFigures* f) {
   const size_t S = o.sessions, len = o.decode_prompt_len;
   std::vector<Session> batched, solo;
+  std::vector<DecodeSession*> batch;
   for (size_t i = 0; i < S; ++i) {
-    const std::vector<uint32_t> prompt = Prompt(len, i, st.vocab());
-    batched.push_back(NewSession(st, seed, prompt, o.gen));
-    solo.push_back(NewSession(st, seed, prompt, o.gen));
-    LOCKSTEP_RETURN_IF_ERROR(Step(st, batched[i], prompt));
-    LOCKSTEP_RETURN_IF_ERROR(Step(st, solo[i], prompt));
+    batched.push_back(NewSession(st, seed, Prompt(len, i, st.vocab()), o.gen));
+    solo.push_back(NewSession(st, seed, Prompt(len, i, st.vocab()), o.gen));
+    LOCKSTEP_RETURN_IF_ERROR(batched[i].decode->Step());
+    LOCKSTEP_RETURN_IF_ERROR(solo[i].decode->Step());
+    batch.push_back(batched[i].decode.get());
   }
-  Batch b{st.NewScratch(S, len + o.gen), std::vector<Stage::BatchItem>(S),
-          std::vector<float>(S * st.hidden()), std::vector<float>(S * st.vocab()), {}};
-  b.choices.reserve(S);
+  LocalBatchStepper stepper(st);
+  stepper.Reserve(S, S, len + o.gen);
+  std::vector<Status> status(S);
   double t_batch = 0, t_solo = 0;
   for (size_t step = 1; step < o.gen; ++step) {
     auto t0 = Clock::now();
-    LOCKSTEP_RETURN_IF_ERROR(BatchedStep(st, batched, b));
+    stepper.Step(batch, 0, status);
     t_batch += Since(t0);
+    for (const Status& st_i : status) LOCKSTEP_RETURN_IF_ERROR(st_i);
     t0 = Clock::now();
-    for (Session& s : solo) LOCKSTEP_RETURN_IF_ERROR(Step(st, s, std::span(&s.tokens.back(), 1)));
+    for (Session& s : solo) LOCKSTEP_RETURN_IF_ERROR(s.decode->Step());
     t_solo += Since(t0);
   }
   f->batched_tok_s = static_cast<double>(S * (o.gen - 1)) / t_batch;
   f->solo_tok_s = static_cast<double>(S * (o.gen - 1)) / t_solo;
   for (size_t i = 0; i < S; ++i) {
-    if (batched[i].tokens != solo[i].tokens ||
-        batched[i].outcome.logits_sha256 != solo[i].outcome.logits_sha256 ||
-        batched[i].chain.Finalize() != solo[i].chain.Finalize()) {
+    if (!CompareResults(batched[i].decode->result(), solo[i].decode->result(), "batched", "solo")
+             .ok()) {
       f->batched_equals_solo = false;
     }
   }
@@ -224,6 +178,30 @@ Status MeasureDecode(const Stage& st, const WitnessSeed& seed, const BenchOption
 }
 
 }  // namespace
+
+Result<std::vector<DecodeResult>> DecodeBatched(const Stage& stage, const WitnessSeed& seed,
+                                                const std::vector<DecodeRequest>& reqs,
+                                                size_t prefill_chunk) {
+  std::vector<std::unique_ptr<LocalBackend>> backends;
+  std::vector<std::unique_ptr<DecodeSession>> sessions;
+  std::vector<DecodeSession*> batch;
+  for (const DecodeRequest& r : reqs) {
+    LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(r));
+    backends.push_back(std::make_unique<LocalBackend>(stage, r.prompt.size() + r.gen));
+    if (r.window) LOCKSTEP_RETURN_IF_ERROR(backends.back()->SetWindow(*r.window));
+    sessions.push_back(std::make_unique<DecodeSession>(*backends.back(), r, seed));
+    batch.push_back(sessions.back().get());
+  }
+  LocalBatchStepper stepper(stage);
+  std::vector<Status> status(batch.size());
+  while (std::any_of(batch.begin(), batch.end(), [](DecodeSession* s) { return !s->done(); })) {
+    stepper.Step(batch, prefill_chunk, status);
+    for (const Status& st : status) LOCKSTEP_RETURN_IF_ERROR(st);
+  }
+  std::vector<DecodeResult> out;
+  for (const auto& s : sessions) out.push_back(s->result());
+  return out;
+}
 
 Result<BenchFigures> RunBench(const BenchOptions& o) {
   BenchFigures figures;

@@ -3,15 +3,18 @@
 // prefill), decode throughput timed on the path `lockstep run` times
 // (DecodeOnStage: RunDecode on a LocalBackend through a TimedBackend),
 // prefill throughput, weight bytes per token, and with sessions > 1 the
-// same S sessions decoded as one batch and one by one, interleaved, each
-// batched session checked bit-equal to its solo twin; a STREAM-style
+// same S sessions decoded as one batch (the server's LocalBatchStepper
+// over DecodeSessions) and one by one, interleaved, each batched session
+// checked bit-equal to its solo twin; a STREAM-style
 // memory bandwidth measured in the same process.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "engine/decode.h"
 #include "engine/model_loader.h"
 
 namespace lockstep::runtime {
@@ -39,6 +42,14 @@ struct BenchFigures {
   double open_s = 0;            // OpenModelDir: config and tokenizer hashed, config parsed
   std::string weight_cache_note;  // LoadedStage::weight_cache_note
 };
+
+// Decodes `reqs` together as `bench` batches them (DecodeSessions stepped
+// by a LocalBatchStepper, prompts prefilled `prefill_chunk` tokens per
+// step), each result equal to its solo RunDecode. REQUIRES: stage holds
+// every layer.
+Result<std::vector<DecodeResult>> DecodeBatched(const Stage& stage, const WitnessSeed& seed,
+                                                const std::vector<DecodeRequest>& reqs,
+                                                size_t prefill_chunk = 64);
 
 // Invalid for gen < 2 or a zero length/count, or options LoadStage refuses.
 Result<BenchFigures> RunBench(const BenchOptions& o);

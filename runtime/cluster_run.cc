@@ -45,6 +45,7 @@ Result<ClusterConfig> LoopbackConfig(const LoopbackOptions& o, const ModelInfo& 
 
 Result<ClusterRun> RunOnCluster(Coordinator& coordinator, const DecodeRequest& req,
                                 std::optional<int> window, int runs, bool trace) {
+  if (!window) window = req.window;  // the request's own, unless overridden
   const BackendFactory open = [&]() -> Result<std::unique_ptr<StepBackend>> {
     const uint32_t reserve =
         static_cast<uint32_t>(std::min<uint64_t>(req.prompt.size() + req.gen, UINT32_MAX));
@@ -93,8 +94,13 @@ std::vector<std::string> ClusterNotes(const Coordinator& c, const ClusterRun& ru
                 run.wire_bytes_per_token);
   notes.push_back(buf);
   // Between stages each decode step carries one hidden frame of one row.
-  wire::HiddenFrame one{1, 1, 1, 1, static_cast<uint32_t>(c.model_config().hidden_size), 1, {},
-                        std::nullopt, {}};
+  wire::HiddenFrame one;
+  one.seq = 1;
+  one.hidden = static_cast<uint32_t>(c.model_config().hidden_size);
+  one.resume_layer = 1;
+  one.session_id = 1;
+  one.step = 1;
+  one.first_position = 1;
   one.payload.assign(one.hidden, 0.0f);
   if (!c.ship_logits()) one.handoff = wire::ChainHandoff{};  // the chain rides along
   const size_t hops = c.workers().size() - 1;
@@ -103,15 +109,21 @@ std::vector<std::string> ClusterNotes(const Coordinator& c, const ClusterRun& ru
   return notes;
 }
 
+Result<std::unique_ptr<WorkerProcesses>> SpawnLoopbackCluster(WorkerSpawnOptions spawn,
+                                                              ClusterConfig* cfg) {
+  if (spawn.exe.empty()) spawn.exe = SelfExe();
+  LOCKSTEP_ASSIGN_OR_RETURN(auto procs, WorkerProcesses::Spawn(spawn));
+  procs->ApplyTo(cfg);
+  return procs;
+}
+
 Result<LoopbackRun> RunOnLoopback(const LoopbackOptions& o, const ModelInfo& model,
                                   const ModelPins& pins, const DecodeRequest& req) {
   LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoopbackConfig(o, model, pins));
   WorkerSpawnOptions spawn;
-  spawn.exe = SelfExe();
   spawn.count = static_cast<int>(cfg.workers.size());
   spawn.compute = o.compute;
-  LOCKSTEP_ASSIGN_OR_RETURN(auto procs, WorkerProcesses::Spawn(spawn));
-  procs->ApplyTo(&cfg);
+  LOCKSTEP_ASSIGN_OR_RETURN(auto procs, SpawnLoopbackCluster(spawn, &cfg));
   zmq::context_t context(1);
   LoopbackRun out;
   {

@@ -14,6 +14,7 @@
 #include "coordinator/coordinator.h"
 #include "engine/model_loader.h"
 #include "receipt/receipt.h"
+#include "runtime/worker_processes.h"
 
 namespace lockstep::runtime {
 
@@ -25,6 +26,7 @@ struct ClusterRun {
 };
 
 // RunDecode through sessions of `coordinator`; runs: 2 (§12.4) or 1.
+// window: overrides req.window when set.
 // trace: every stage reports its layers' digests (DecodeResult::layer_digests).
 Result<ClusterRun> RunOnCluster(Coordinator& coordinator, const DecodeRequest& req,
                                 std::optional<int> window, int runs = 2, bool trace = false);
@@ -55,6 +57,14 @@ struct LoopbackRun {
   std::string plan;
   std::vector<receipt::WorkerEntry> stages;
 };
+
+// The one way a loopback cluster is started (`run --workers`, `serve
+// --workers`, bench/pipeline, tests): spawn.count worker processes of
+// spawn.exe (SelfExe() when empty), and `cfg` pointed at them (their
+// endpoints, pinned keys and the coordinator's key). They live as long as
+// the returned object.
+Result<std::unique_ptr<WorkerProcesses>> SpawnLoopbackCluster(WorkerSpawnOptions spawn,
+                                                              ClusterConfig* cfg);
 
 // Validates the plan, spawns the workers (WorkerProcesses), decodes, shuts
 // the workers down and reaps them.

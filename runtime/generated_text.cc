@@ -7,7 +7,12 @@ namespace lockstep::runtime {
 std::optional<std::string> DecodeText(const ModelFiles& files, const std::vector<uint32_t>& ids) {
   auto tok = LoadModelTokenizer(files);
   if (!tok.ok()) return std::nullopt;
-  return tok->Decode(ids);
+  return DecodeText(&*tok, ids);
+}
+
+std::optional<std::string> DecodeText(const Tokenizer* tokenizer, const std::vector<uint32_t>& ids) {
+  if (tokenizer == nullptr) return std::nullopt;
+  return tokenizer->Decode(ids);
 }
 
 }  // namespace lockstep::runtime

@@ -9,9 +9,13 @@
 #include <vector>
 
 #include "engine/io/model_files.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace lockstep::runtime {
 
 std::optional<std::string> DecodeText(const ModelFiles& files, const std::vector<uint32_t>& ids);
+// The same with a tokenizer already loaded (null: nothing). Every
+// generated id is decoded, an EOS included, as receipts record it.
+std::optional<std::string> DecodeText(const Tokenizer* tokenizer, const std::vector<uint32_t>& ids);
 
 }  // namespace lockstep::runtime

@@ -10,6 +10,7 @@ Result<TimedResult> DecodeOnStage(const Stage& stage, const WitnessSeed& seed,
                                   const DecodeRequest& req, std::optional<int> window, int runs,
                                   bool trace) {
   const size_t positions = req.prompt.size() + req.gen;
+  if (!window) window = req.window;  // the request's own, unless overridden
   const BackendFactory open = [&]() -> Result<std::unique_ptr<StepBackend>> {
     auto backend = std::make_unique<LocalBackend>(stage, positions);
     if (window) LOCKSTEP_RETURN_IF_ERROR(backend->SetWindow(*window));

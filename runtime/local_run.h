@@ -20,6 +20,7 @@ struct LocalRunOptions {
 };
 
 // REQUIRES: stage holds every layer (first and last). `stage` must outlive the call.
+// window: overrides req.window when set.
 Result<TimedResult> DecodeOnStage(const Stage& stage, const WitnessSeed& seed,
                                   const DecodeRequest& req, std::optional<int> window, int runs,
                                   bool trace = false);

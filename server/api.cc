@@ -1,6 +1,7 @@
 #include "server/api.h"
 
 #include "receipt/receipt.h"
+#include "runtime/generated_text.h"
 
 #include <algorithm>
 #include <chrono>
@@ -58,15 +59,18 @@ size_t StreamableLength(const std::string& text, const GenerationSpec& spec) {
   return n;
 }
 
-// The receipt (receipt/receipt.h), the same object `lockstep run --json` prints.
+// The receipt (receipt/receipt.h), the same object `lockstep run --json`
+// prints for the same request and cluster (its timings aside).
 json Receipt(const Finish& f, const ParsedRequest& r, const ApiContext& ctx) {
   receipt::ReceiptInputs in;
   in.result = &f.result;
   in.seed = ctx.seed;
-  in.window = r.spec.window;
-  in.evictions = r.spec.evictions;
-  in.sampling = r.spec.sampling;
+  in.window = r.spec.request.window;
+  in.evictions = r.spec.request.evictions;
+  in.sampling = r.spec.request.sampling;
   in.plan = ctx.plan;
+  in.workers = ctx.workers;
+  in.generated_text = runtime::DecodeText(ctx.model.tokenizer, f.result.generated);
   return receipt::BuildReceipt(in);
 }
 
@@ -205,11 +209,11 @@ void Api::Generate(const std::string& body, bool chat, Exchange& ex) {
   }
   const Visible v = TextOf(finish->result.generated, ctx_, r.spec);
   const size_t completion = finish->result.generated.size();
-  json usage = {{"prompt_tokens", r.spec.prompt.size()},
+  json usage = {{"prompt_tokens", r.spec.request.prompt.size()},
                 {"completion_tokens", completion},
-                {"total_tokens", r.spec.prompt.size() + completion}};
+                {"total_tokens", r.spec.request.prompt.size() + completion}};
   const json receipt = Receipt(*finish, r, ctx_);
-  if (finish->reason == "error") ctx_.metrics->Error("generation_failed");
+  if (finish->reason == "error" && !finish->overloaded) ctx_.metrics->Error("generation_failed");
   if (r.stream) {
     if (finish->reason == "error") {
       ApiError e{500, finish->error, "server_error", "", "generation_failed"};
@@ -217,13 +221,16 @@ void Api::Generate(const std::string& body, bool chat, Exchange& ex) {
     } else {
       json last = chunk(sent < v.text.size() ? v.text.substr(sent) : "", FinishReason(*finish));
       last["usage"] = usage;
-      last["seed"] = r.spec.sampling.seed;
+      last["seed"] = r.spec.request.sampling.seed;
       last["receipt"] = receipt;
       AddExtensions(*finish, &last);
       ex.SendEvent(Dump(last));
     }
     ex.SendEvent("[DONE]");
     return;
+  }
+  if (finish->reason == "error" && finish->overloaded) {
+    return Fail(Overloaded(finish->error, "workers_busy"), ex);
   }
   if (finish->reason == "error") {
     return Fail(ApiError{500, finish->error, "server_error", "", "generation_failed"}, ex);
@@ -237,7 +244,7 @@ void Api::Generate(const std::string& body, bool chat, Exchange& ex) {
   }
   json out = {{"id", id}, {"object", object}, {"created", created}, {"model", ctx_.model.id},
               {"choices", json::array({choice})}, {"usage", usage},
-              {"seed", r.spec.sampling.seed}, {"receipt", receipt}};
+              {"seed", r.spec.request.sampling.seed}, {"receipt", receipt}};
   AddExtensions(*finish, &out);
   Respond(200, "application/json", Dump(out), ex);
 }

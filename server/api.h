@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/witness.h"
+#include "receipt/receipt.h"
 #include "server/exchange.h"
 #include "server/metrics.h"
 #include "server/request.h"
@@ -33,6 +34,7 @@ struct ApiContext {
   WitnessSeed seed;
   std::string plan;               // "" for in-process (monolithic)
   std::vector<StageInfo> stages;  // for /healthz, unless sharded (then cluster->stages())
+  std::vector<receipt::WorkerEntry> workers;  // the receipt's (runtime::ReceiptWorkers)
   Scheduler* scheduler = nullptr;
   Metrics* metrics = nullptr;
   Coordinator* cluster = nullptr;  // set when serving sharded (its health)

@@ -22,13 +22,12 @@
 
 namespace lockstep::server {
 
+// A request as the scheduler runs it: the decode (validated by
+// ValidateDecodeRequest before it gets here; `request.gen` is max_tokens,
+// `request.window` the window) and what only a server does with it.
 struct GenerationSpec {
-  std::vector<uint32_t> prompt;  // non-empty
-  uint32_t max_tokens = 16;      // >= 1
-  SamplingParams sampling;
+  DecodeRequest request;
   std::vector<std::string> stop;  // stop strings (need a tokenizer)
-  std::optional<int> window;      // W for every layer, else the model's
-  std::vector<EvictSpec> evictions;
   bool determinism_check = false;  // §12.4: run twice, compare every digest
 };
 
@@ -38,6 +37,9 @@ struct Finish {
   DecodeResult result;  // prompt, generated (incl. an EOS), digests
   std::optional<bool> determinism_ok;  // set iff determinism_check
   uint32_t prefix_reused = 0;          // prompt tokens taken from the prefix cache
+  // The request was refused for capacity after it was queued (a worker's
+  // session or KV limit): the client gets 429 with Retry-After, not 500.
+  bool overloaded = false;
 };
 
 class GenerationStream {

@@ -58,8 +58,9 @@ class PrefixCache {
   using Ops = PrefixOps<Held>;
 
  public:
-  PrefixCache(uint64_t budget_bytes, uint64_t bytes_per_position)
-      : budget_(budget_bytes), per_position_(bytes_per_position) {}
+  // max_entries: entries held at most (0: only the byte budget bounds them).
+  PrefixCache(uint64_t budget_bytes, uint64_t bytes_per_position, size_t max_entries = 0)
+      : budget_(budget_bytes), per_position_(bytes_per_position), max_entries_(max_entries) {}
 
   // A copy of the longest cached prefix of `prompt` no longer than max_len,
   // holding exactly that many positions; nullopt on a miss or when the
@@ -81,7 +82,12 @@ class PrefixCache {
     if (best == entries_.end() || best_len < min_len || best_len == 0) return std::nullopt;
     entries_.splice(entries_.begin(), entries_, best);  // most recently used
     std::optional<Held> copy = Ops::Copy(best->held);
-    if (copy && Ops::Length(*copy) > best_len && !Ops::Cut(*copy, best_len)) return std::nullopt;
+    if (!copy) {  // the held prefix is unusable (gone from a worker): dropped
+      bytes_ -= best->bytes;
+      entries_.erase(best);
+      return std::nullopt;
+    }
+    if (Ops::Length(*copy) > best_len && !Ops::Cut(*copy, best_len)) return std::nullopt;
     return copy;
   }
 
@@ -97,17 +103,41 @@ class PrefixCache {
         return;
       }
     }
+    // Room first, then the copy: on a cluster an entry is a session on
+    // every worker, and the old one goes before the new one exists.
+    while (!entries_.empty() &&
+           (bytes_ + need > budget_ || (max_entries_ > 0 && entries_.size() >= max_entries_))) {
+      DropOldest();
+    }
+    if (max_entries_ > 0 && entries_.size() >= max_entries_) return;
     std::optional<Held> copy = Ops::Copy(held);
     if (!copy) return;
-    while (bytes_ + need > budget_ && !entries_.empty()) {
-      bytes_ -= entries_.back().bytes;
-      entries_.pop_back();
-    }
     entries_.push_front(
         Entry{key, std::vector<uint32_t>(prompt.begin(), prompt.end()), std::move(*copy), need});
     bytes_ += need;
   }
 
+  // Drops the least recently used entry; false when there is none.
+  bool DropOldest() {
+    if (entries_.empty()) return false;
+    bytes_ -= entries_.back().bytes;
+    entries_.pop_back();
+    return true;
+  }
+  // Drops every entry of `key` that starts with `tokens` (a prefix found
+  // unusable after its copy was taken).
+  void Forget(const std::string& key, std::span<const uint32_t> tokens) {
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      const bool match = it->key == key && it->tokens.size() >= tokens.size() &&
+                         std::equal(tokens.begin(), tokens.end(), it->tokens.begin());
+      if (!match) {
+        ++it;
+        continue;
+      }
+      bytes_ -= it->bytes;
+      it = entries_.erase(it);
+    }
+  }
   uint64_t bytes() const { return bytes_; }
   size_t entries() const { return entries_.size(); }
 
@@ -120,6 +150,7 @@ class PrefixCache {
   };
   uint64_t budget_;
   uint64_t per_position_;
+  size_t max_entries_;
   uint64_t bytes_ = 0;
   std::list<Entry> entries_;  // most recently used first
 };

@@ -70,17 +70,17 @@ void ParsePrompt(const json& j, const ModelInfo& m, ParsedRequest& r) {
   const json& p = j["prompt"];
   if (p.is_string()) {
     r.prompt_text = p.get<std::string>();
-    r.spec.prompt = Encode(r.prompt_text, m, "prompt");
+    r.spec.request.prompt = Encode(r.prompt_text, m, "prompt");
   } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
     r.prompt_text = p[0].get<std::string>();
-    r.spec.prompt = Encode(r.prompt_text, m, "prompt");
+    r.spec.request.prompt = Encode(r.prompt_text, m, "prompt");
   } else if (p.is_array() && !p.empty() && p[0].is_array()) {
     Throw("'prompt' holds several prompts; send one per request", "prompt", "unsupported_value");
   } else if (p.is_array() && !p.empty() && p[0].is_string()) {
     Throw("'prompt' holds several prompts; send one per request", "prompt", "unsupported_value");
   } else if (p.is_array()) {
-    r.spec.prompt = IdsFrom(p, m);
-    if (m.tokenizer != nullptr) r.prompt_text = m.tokenizer->Decode(r.spec.prompt);
+    r.spec.request.prompt = IdsFrom(p, m);
+    if (m.tokenizer != nullptr) r.prompt_text = m.tokenizer->Decode(r.spec.request.prompt);
   } else {
     Throw("'prompt' must be a string or an array of token ids", "prompt", "invalid_type");
   }
@@ -113,7 +113,7 @@ void ParseMessages(const json& j, const ModelInfo& m, ParsedRequest& r) {
     }
   }
   r.prompt_text = m.chat->Render(out);
-  r.spec.prompt = Encode(r.prompt_text, m, "messages");
+  r.spec.request.prompt = Encode(r.prompt_text, m, "messages");
 }
 
 void ParseStop(const json& v, ParsedRequest& r, const ModelInfo& m) {
@@ -142,8 +142,20 @@ void ParseEvict(const json& v, ParsedRequest& r) {
     if (!e.is_string()) Throw("'evict' must be an array of \"FROM:COUNT@STEP\" strings", "evict", "invalid_type");
     Result<EvictSpec> spec = ParseEvictSpec(e.get<std::string>());
     if (!spec.ok()) Throw("'evict': " + spec.status().message(), "evict");
-    r.spec.evictions.push_back(*spec);
+    r.spec.request.evictions.push_back(*spec);
   }
+}
+
+// The one check of a decode request (ValidateDecodeRequest, as `run`
+// applies it), its refusal named by the field at fault.
+void CheckDecode(const DecodeRequest& req, const char* max_name) {
+  const Status st = ValidateDecodeRequest(req);
+  if (st.ok()) return;
+  const std::string& msg = st.message();
+  if (msg.rfind("limit max_positions", 0) == 0) Throw(msg, max_name, "context_length_exceeded");
+  if (msg.rfind("--evict", 0) == 0) Throw(msg, "evict");
+  if (msg.rfind("--window", 0) == 0) Throw(msg, "window");
+  Throw(msg, msg.rfind("top_p", 0) == 0 ? "top_p" : "temperature");
 }
 
 ParsedRequest Parse(const std::string& body, bool chat, const ModelInfo& m, uint64_t fresh_seed) {
@@ -179,46 +191,30 @@ ParsedRequest Parse(const std::string& body, bool chat, const ModelInfo& m, uint
     ParsePrompt(j, m, r);
     if (j.contains("echo")) r.echo = GetBool(j, "echo");
   }
-  if (r.spec.prompt.empty()) Throw("the prompt has no tokens", chat ? "messages" : "prompt", "empty_prompt");
-  if (r.spec.prompt.size() > m.max_prompt_tokens) {
-    Throw("max_prompt_tokens: the prompt has " + std::to_string(r.spec.prompt.size()) +
+  if (r.spec.request.prompt.empty()) Throw("the prompt has no tokens", chat ? "messages" : "prompt", "empty_prompt");
+  if (r.spec.request.prompt.size() > m.max_prompt_tokens) {
+    Throw("max_prompt_tokens: the prompt has " + std::to_string(r.spec.request.prompt.size()) +
               " tokens, over the limit of " + std::to_string(m.max_prompt_tokens),
           chat ? "messages" : "prompt", "max_prompt_tokens");
   }
   const char* max_name = j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  r.spec.max_tokens = j.contains(max_name) ? static_cast<uint32_t>(GetUint(j, max_name, UINT32_MAX)) : 16;
-  if (r.spec.max_tokens == 0) Throw("'" + std::string(max_name) + "' must be at least 1", max_name);
-  const uint64_t total = r.spec.prompt.size() + static_cast<uint64_t>(r.spec.max_tokens);
-  if (m.max_positions > 0 && total > m.max_positions) {
-    Throw("the prompt (" + std::to_string(r.spec.prompt.size()) + " tokens) plus " + max_name + " (" +
-              std::to_string(r.spec.max_tokens) + ") exceeds the model's context of " +
-              std::to_string(m.max_positions) + " positions (max_position_embeddings)",
-          max_name, "context_length_exceeded");
-  }
+  r.spec.request.gen = j.contains(max_name) ? static_cast<uint32_t>(GetUint(j, max_name, UINT32_MAX)) : 16;
+  if (r.spec.request.gen == 0) Throw("'" + std::string(max_name) + "' must be at least 1", max_name);
   if (j.contains("stream")) r.stream = GetBool(j, "stream");
   if (j.contains("stop")) ParseStop(j["stop"], r, m);
-  if (j.contains("temperature") && !j["temperature"].is_null()) r.spec.sampling.temperature = GetFloat(j, "temperature");
-  if (j.contains("top_p") && !j["top_p"].is_null()) r.spec.sampling.top_p = GetFloat(j, "top_p");
-  if (j.contains("top_k") && !j["top_k"].is_null()) r.spec.sampling.top_k = static_cast<uint32_t>(GetUint(j, "top_k", UINT32_MAX));
+  if (j.contains("temperature") && !j["temperature"].is_null()) r.spec.request.sampling.temperature = GetFloat(j, "temperature");
+  if (j.contains("top_p") && !j["top_p"].is_null()) r.spec.request.sampling.top_p = GetFloat(j, "top_p");
+  if (j.contains("top_k") && !j["top_k"].is_null()) r.spec.request.sampling.top_k = static_cast<uint32_t>(GetUint(j, "top_k", UINT32_MAX));
   if (j.contains("seed") && !j["seed"].is_null()) {
-    r.spec.sampling.seed = GetUint(j, "seed", UINT64_MAX);
+    r.spec.request.sampling.seed = GetUint(j, "seed", UINT64_MAX);
     r.seed_given = true;
   } else {
-    r.spec.sampling.seed = fresh_seed;
+    r.spec.request.sampling.seed = fresh_seed;
   }
-  if (Status st = ValidateSamplingParams(r.spec.sampling); !st.ok()) {
-    const std::string msg = st.message();
-    Throw(msg, msg.rfind("top_p", 0) == 0 ? "top_p" : "temperature");
-  }
-  if (j.contains("window") && !j["window"].is_null()) r.spec.window = static_cast<int>(GetUint(j, "window", INT32_MAX));
+  if (j.contains("window") && !j["window"].is_null()) r.spec.request.window = static_cast<int>(GetUint(j, "window", INT32_MAX));
   if (j.contains("evict")) ParseEvict(j["evict"], r);
-  for (const EvictSpec& e : r.spec.evictions) {
-    if (e.step >= r.spec.max_tokens) {
-      Throw("'evict' at step " + std::to_string(e.step) + " never happens: max_tokens is " +
-                std::to_string(r.spec.max_tokens),
-            "evict");
-    }
-  }
+  r.spec.request.max_positions = m.max_positions;
+  CheckDecode(r.spec.request, max_name);
   if (j.contains("determinism_check")) r.spec.determinism_check = GetBool(j, "determinism_check");
   return r;
 }

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <bit>
-#include <future>
 #include <iostream>
 
+#include "engine/kv_bytes.h"
+#include "engine/local_backend.h"
 #include "engine/ops/fp_env.h"
+#include "runtime/cluster_stepper.h"
 #include "runtime/compare.h"
 
 namespace lockstep::server {
@@ -21,8 +23,8 @@ struct TwinPair {
 
 // What a session's rows depend on besides its tokens (the window), and on
 // a cluster what its held session fixes too (the sampling).
-std::string PrefixKey(const GenerationSpec& spec, const SamplingParams* fixed = nullptr) {
-  std::string key = "window=" + std::to_string(spec.window.value_or(-1));
+std::string PrefixKey(const DecodeRequest& req, const SamplingParams* fixed = nullptr) {
+  std::string key = "window=" + std::to_string(req.window.value_or(-1));
   if (fixed == nullptr) return key;
   const SamplingParams& sampling = *fixed;
   key += " t=" + std::to_string(std::bit_cast<uint32_t>(sampling.temperature)) +
@@ -33,15 +35,10 @@ std::string PrefixKey(const GenerationSpec& spec, const SamplingParams* fixed = 
 }
 
 // KV bytes one position takes over every layer, wherever they live.
-uint64_t KvBytesPerPosition(const SchedulerBackend& backend) {
-  if (backend.stage != nullptr) {
-    KvCache one = backend.stage->NewCache();
-    one.Append(1, 0);
-    return KvBytesOf(one);
-  }
-  const ModelConfig& c = backend.cluster->model_config();  // KvBytesOf's sum over all layers
-  const uint64_t kv_width = static_cast<uint64_t>(c.num_kv_heads) * c.head_dim;
-  return 3 * static_cast<uint64_t>(c.num_layers) * kv_width * sizeof(float) + sizeof(int64_t);
+uint64_t PositionBytes(const SchedulerBackend& backend) {
+  const ModelConfig& c =
+      backend.stage != nullptr ? backend.stage->config() : backend.cluster->model_config();
+  return KvBytesPerPosition(c, 0, c.num_layers);
 }
 
 // The sampling a cluster session is opened with: temperature 0 chooses by
@@ -65,21 +62,17 @@ struct Scheduler::Session {
   uint64_t reserved_bytes = 0;
   Clock::time_point submitted, last_token;
 
-  std::optional<KvCache> cache;           // in-process
+  std::unique_ptr<LocalBackend> local;    // in process
   std::unique_ptr<RemoteSession> remote;  // on a cluster
-  SamplingParams remote_sampling;         // what `remote` was opened with
-  std::vector<float> remote_logits;  // --ship-logits: FeedAndChoose fills it
-  StepOutcome outcome;               // of the last step fed on the cluster
-  std::optional<WitnessChain> chain;
-  size_t fed = 0;  // prompt tokens in the cache
+  std::optional<DecodeSession> decode;
   uint32_t prefix_reused = 0;
-  std::vector<uint32_t> generated;
-  std::vector<Digest> logits_sha256;  // per step
-  uint32_t next_token[1] = {0};
-  std::vector<float> hidden;
-  SamplingScratch sampling;
-  size_t step_tokens = 0;  // tokens fed in the current step
+  size_t pushed = 0;  // tokens handed to the stream (or counted, for a twin)
+  bool retried = false;  // recomputed once after an unusable prefix
   bool finished = false;
+
+  StepBackend* backend() const {
+    return local ? static_cast<StepBackend*>(local.get()) : remote.get();
+  }
 };
 
 Scheduler::Scheduler(SchedulerBackend backend, const WitnessSeed& seed, const Tokenizer* tokenizer,
@@ -91,10 +84,17 @@ Scheduler::Scheduler(SchedulerBackend backend, const WitnessSeed& seed, const To
       eos_(std::move(eos)),
       options_(options),
       metrics_(metrics),
-      bytes_per_position_(KvBytesPerPosition(backend)),
+      bytes_per_position_(PositionBytes(backend)),
       prefix_(options.prefix_budget_bytes, bytes_per_position_),
-      remote_prefix_(options.prefix_budget_bytes, bytes_per_position_) {
-  if (cluster_ != nullptr) metrics_.SetSource([this] { ReportStages(); });
+      remote_prefix_(options.prefix_budget_bytes, bytes_per_position_, options.prefix_sessions) {
+  if (cluster_ != nullptr) {
+    metrics_.SetSource([this] { ReportStages(); });
+    stepper_ = std::make_unique<runtime::ClusterBatchStepper>();
+  } else {
+    local_stepper_ = std::make_unique<LocalBatchStepper>(*stage_);
+  }
+  batch_.reserve(options_.max_sessions);
+  status_.reserve(options_.max_sessions);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -110,8 +110,8 @@ size_t Scheduler::ActiveSessions() const {
 
 std::variant<std::shared_ptr<GenerationStream>, ApiError> Scheduler::Submit(GenerationSpec spec) {
   const size_t runs = spec.determinism_check ? 2 : 1;
-  const uint64_t need =
-      (spec.prompt.size() + spec.max_tokens) * bytes_per_position_ * static_cast<uint64_t>(runs);
+  const uint64_t need = (spec.request.prompt.size() + spec.request.gen) * bytes_per_position_ *
+                        static_cast<uint64_t>(runs);
   auto stream = std::make_shared<GenerationStream>();
   std::vector<std::unique_ptr<Session>> made;
   auto pair = runs == 2 ? std::make_shared<TwinPair>() : nullptr;
@@ -196,122 +196,142 @@ void Scheduler::Loop() {
     }
     std::erase_if(active_, [](const auto& s) { return s->finished; });
     size_t waiting = 0;
-    for (const auto& s : active_) waiting += s->fed == 0 ? 1 : 0;
+    for (const auto& s : active_) waiting += s->decode->steps() == 0 ? 1 : 0;
     metrics_.SetQueue(waiting, active_.size());
   }
   metrics_.SetQueue(0, 0);
 }
 
-void Scheduler::Admit(std::unique_ptr<Session> s) {
-  const GenerationSpec& spec = s->spec;
-  s->chain.emplace(seed_, spec.prompt);
-  if (cluster_ != nullptr) return AdmitCluster(std::move(s));
+Status Scheduler::OpenLocal(Session& s) {
+  const DecodeRequest& req = s.spec.request;
+  const size_t positions = req.prompt.size() + req.gen;
   std::optional<KvCache> hit;
-  if (!s->twin) {
-    hit = prefix_.Lookup(PrefixKey(spec), spec.prompt, spec.prompt.size() - 1, options_.min_prefix_tokens);
+  if (!s.twin) {
+    hit = prefix_.Lookup(PrefixKey(req), req.prompt, req.prompt.size() - 1,
+                         options_.min_prefix_tokens);
     metrics_.PrefixLookup(hit.has_value(), hit ? hit->size() : 0);
   }
   if (hit) {
-    s->fed = hit->size();
-    s->prefix_reused = static_cast<uint32_t>(hit->size());
-    s->cache = std::move(hit);
+    s.prefix_reused = static_cast<uint32_t>(hit->size());
+    s.local = std::make_unique<LocalBackend>(*stage_, std::move(*hit), positions);
   } else {
-    s->cache = stage_->NewCache();
-    if (spec.window) {
-      for (int l = s->cache->lo(); l < s->cache->hi(); ++l) {
-        if (Status st = s->cache->SetWindow(l, *spec.window); !st.ok()) {
-          active_.push_back(std::move(s));
-          Retire(*active_.back(), "error", st.ToString());
-          return;
-        }
-      }
-    }
+    s.local = std::make_unique<LocalBackend>(*stage_, positions);
+    if (req.window) LOCKSTEP_RETURN_IF_ERROR(s.local->SetWindow(*req.window));
   }
-  s->cache->Reserve(spec.prompt.size() + spec.max_tokens);
-  active_.push_back(std::move(s));
+  // The batch's buffers too: a step of every session at once, a prefill
+  // chunk among them, over this session's longest cache.
+  local_stepper_->Reserve(options_.prefill_chunk + options_.max_sessions, options_.max_sessions,
+                          positions);
+  return Status::Ok();
 }
 
-void Scheduler::AdmitCluster(std::unique_ptr<Session> s) {
-  const GenerationSpec& spec = s->spec;
-  s->remote_sampling = ClusterSampling(spec.sampling);
-  if (!s->twin) {
+Status Scheduler::OpenCluster(Session& s) {
+  DecodeRequest& req = s.spec.request;
+  req.sampling = ClusterSampling(req.sampling);  // the same tokens (ChooseToken)
+  if (!s.twin && !s.retried) {
     std::optional<std::unique_ptr<RemoteSession>> hit =
-        remote_prefix_.Lookup(PrefixKey(spec, &s->remote_sampling), spec.prompt,
-                              spec.prompt.size() - 1, options_.min_prefix_tokens);
+        remote_prefix_.Lookup(PrefixKey(req, &req.sampling), req.prompt, req.prompt.size() - 1,
+                              options_.min_prefix_tokens);
     metrics_.PrefixLookup(hit.has_value(), hit ? (*hit)->CacheLength() : 0);
     if (hit) {
-      s->fed = (*hit)->CacheLength();
-      s->prefix_reused = static_cast<uint32_t>(s->fed);
-      s->remote = std::move(*hit);
-      active_.push_back(std::move(s));
+      s.prefix_reused = (*hit)->CacheLength();
+      s.remote = std::move(*hit);
+      return Status::Ok();
+    }
+  }
+  const uint32_t reserve =
+      static_cast<uint32_t>(std::min<uint64_t>(req.prompt.size() + req.gen, UINT32_MAX));
+  LOCKSTEP_ASSIGN_OR_RETURN(s.remote, cluster_->OpenSession(req.window, req.sampling, false, reserve));
+  return Status::Ok();
+}
+
+void Scheduler::Admit(std::unique_ptr<Session> s) {
+  active_.push_back(std::move(s));
+  Session& a = *active_.back();
+  const Status st = cluster_ != nullptr ? OpenCluster(a) : OpenLocal(a);
+  if (!st.ok()) return Failed(a, st);
+  a.decode.emplace(*a.backend(), a.spec.request, seed_, StopRuleOf(a), a.prefix_reused);
+}
+
+StopRule Scheduler::StopRuleOf(const Session& s) const {
+  StopRule stop{eos_, {}};
+  if (s.spec.stop.empty() || tokenizer_ == nullptr) return stop;
+  stop.text = [this, &s](std::span<const uint32_t> generated) {
+    const std::string text =
+        tokenizer_->Decode(std::vector<uint32_t>(generated.begin(), generated.end()));
+    return std::any_of(s.spec.stop.begin(), s.spec.stop.end(),
+                       [&](const std::string& x) { return text.find(x) != std::string::npos; });
+  };
+  return stop;
+}
+
+void Scheduler::Step() {
+  batch_.clear();
+  for (auto& s : active_) batch_.push_back(&*s->decode);
+  status_.assign(batch_.size(), Status::Ok());
+  const auto t0 = Clock::now();
+  BatchStepper& stepper = stepper_ ? *stepper_ : *local_stepper_;
+  const size_t stepped = stepper.Step(batch_, options_.prefill_chunk, status_);
+  if (stepped > 0) {
+    metrics_.Step(stepped, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  for (size_t i = 0; i < active_.size(); ++i) AfterStep(*active_[i], status_[i]);
+}
+
+void Scheduler::AfterStep(Session& s, const Status& st) {
+  DecodeSession& d = *s.decode;
+  const DecodeRequest& req = s.spec.request;
+  if (!st.ok()) return Failed(s, st);
+  const auto now = Clock::now();
+  for (; s.pushed < d.steps(); ++s.pushed) {
+    if (s.twin) continue;
+    const auto since = now - (s.pushed == 0 ? s.submitted : s.last_token);
+    const double seconds = std::chrono::duration<double>(since).count();
+    if (s.pushed == 0) {
+      metrics_.TimeToFirstToken(seconds);
+    } else {
+      metrics_.InterToken(seconds);
+    }
+    s.stream->PushToken(d.generated()[s.pushed]);
+  }
+  if (d.steps() > 0) s.last_token = now;
+  // The prompt just completed and nothing evicted yet: the cache holds
+  // exactly the prompt, a prefix for later requests.
+  const bool whole_prompt = d.steps() == 1 && s.backend()->CacheLength() == req.prompt.size();
+  if (whole_prompt && !s.twin && req.prompt.size() >= options_.min_prefix_tokens) {
+    if (s.local) {
+      prefix_.Insert(PrefixKey(req), req.prompt, s.local->cache());
+      metrics_.SetPrefixBytes(prefix_.bytes());
+    } else {
+      remote_prefix_.Insert(PrefixKey(req, &req.sampling), req.prompt, s.remote);
+      metrics_.SetPrefixBytes(remote_prefix_.bytes());
+    }
+  }
+  if (!d.done()) return;
+  Retire(s, d.end() == DecodeSession::End::kStop ? "stop" : "length", "");
+}
+
+void Scheduler::Failed(Session& s, const Status& st) {
+  const bool overloaded = st.kind() == ErrorKind::kOverloaded;
+  // Workers at their limits: what the prefix cache holds there goes first.
+  if (overloaded && s.remote) remote_prefix_.DropOldest();
+  const DecodeRequest& req = s.spec.request;
+  if (s.remote && s.prefix_reused > 0 && s.decode && s.decode->steps() == 0 && !s.retried) {
+    // The prefix's session is gone from a worker: never again, and this
+    // prompt is computed afresh.
+    remote_prefix_.Forget(PrefixKey(req, &req.sampling),
+                          std::span<const uint32_t>(req.prompt).first(s.prefix_reused));
+    metrics_.SetPrefixBytes(remote_prefix_.bytes());
+    s.retried = true;
+    s.decode.reset();
+    s.remote.reset();
+    s.prefix_reused = 0;
+    if (const Status open = OpenCluster(s); open.ok()) {
+      s.decode.emplace(*s.backend(), req, seed_, StopRuleOf(s), 0);
       return;
     }
   }
-  Result<std::unique_ptr<RemoteSession>> r = cluster_->OpenSession(spec.window, s->remote_sampling);
-  active_.push_back(std::move(s));
-  if (!r.ok()) {
-    Retire(*active_.back(), "error", r.status().ToString());
-  } else {
-    active_.back()->remote = std::move(*r);
-  }
-}
-
-std::span<const uint32_t> Scheduler::StepTokens(Session& s, size_t* budget) {
-  if (s.fed >= s.spec.prompt.size()) return s.next_token;
-  const size_t n = std::min(*budget, s.spec.prompt.size() - s.fed);
-  *budget -= n;
-  return std::span<const uint32_t>(s.spec.prompt).subspan(s.fed, n);
-}
-
-void Scheduler::StepCluster() {
-  std::vector<Session*> batch;
-  std::vector<std::future<Status>> replies;
-  size_t budget = options_.prefill_chunk;
-  const auto t0 = Clock::now();
-  for (auto& sp : active_) {
-    Session& s = *sp;
-    const std::span<const uint32_t> tokens = StepTokens(s, &budget);
-    if (tokens.empty()) continue;
-    s.step_tokens = tokens.size();
-    batch.push_back(&s);
-    // A step that completes the prompt, or decodes, yields a token: the
-    // pipeline chooses it where the logits are (FeedAndChoose).
-    const bool chooses = s.fed + tokens.size() >= s.spec.prompt.size();
-    // Every session's step is in flight at once, so the workers find them
-    // queued together and batch them.
-    if (!chooses) {  // a prompt chunk before the last: no output, no reply to wait for
-      replies.push_back(std::async(std::launch::deferred,
-                                   [&s, tokens] { return s.remote->FeedWithoutOutput(tokens); }));
-      continue;
-    }
-    replies.push_back(std::async(std::launch::async, [&s, tokens] {
-      const StepContext ctx{static_cast<uint32_t>(s.generated.size()), s.remote_sampling,
-                            &*s.chain, &s.sampling, &s.remote_logits};
-      Result<StepOutcome> o = s.remote->FeedAndChoose(tokens, ctx);
-      if (!o.ok()) return o.status();
-      s.outcome = *o;
-      return Status::Ok();
-    }));
-  }
-  std::vector<Status> got;
-  for (auto& r : replies) got.push_back(r.get());
-  if (batch.empty()) return;
-  metrics_.Step(batch.size(), std::chrono::duration<double>(Clock::now() - t0).count());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Session& s = *batch[i];
-    if (!got[i].ok()) {
-      Retire(s, "error", got[i].ToString());
-      continue;
-    }
-    const bool prefilling = s.fed < s.spec.prompt.size();
-    if (prefilling) s.fed += s.step_tokens;
-    if (prefilling && s.fed < s.spec.prompt.size()) continue;  // more chunks to come
-    if (prefilling && !s.twin && s.spec.prompt.size() >= options_.min_prefix_tokens) {
-      remote_prefix_.Insert(PrefixKey(s.spec, &s.remote_sampling), s.spec.prompt, s.remote);
-      metrics_.SetPrefixBytes(remote_prefix_.bytes());
-    }
-    OnOutcome(s, s.outcome);
-  }
+  Retire(s, "error", st.ToString(), overloaded);
 }
 
 void Scheduler::ReportStages() {
@@ -330,120 +350,30 @@ void Scheduler::ReportStages() {
   metrics_.SetStages(std::move(seconds), std::move(hops));
 }
 
-void Scheduler::Step() {
-  if (cluster_ != nullptr) return StepCluster();
-  std::vector<Stage::BatchItem> items;
-  std::vector<Session*> batch;
-  size_t budget = options_.prefill_chunk;
-  for (auto& sp : active_) {
-    Session& s = *sp;
-    const std::span<const uint32_t> tokens = StepTokens(s, &budget);
-    if (tokens.empty()) continue;
-    if (Status st = stage_->Embed(tokens, &s.hidden); !st.ok()) {
-      Retire(s, "error", st.ToString());
-      continue;
-    }
-    s.step_tokens = tokens.size();
-    items.push_back({s.hidden, static_cast<int64_t>(s.cache->size()), &*s.cache});
-    batch.push_back(&s);
-  }
-  if (batch.empty()) return;
-  const auto t0 = Clock::now();
-  if (Status st = stage_->ForwardBatch(items, scratch_); !st.ok()) {
-    for (Session* s : batch) Retire(*s, "error", st.ToString());
-    return;
-  }
-  const size_t h = stage_->hidden(), vocab = stage_->vocab();
-  std::vector<Session*> emitting;
-  rows_.clear();
-  for (Session* s : batch) {
-    const bool prefilling = s->fed < s->spec.prompt.size();
-    if (prefilling) s->fed += s->step_tokens;
-    if (prefilling && s->fed < s->spec.prompt.size()) continue;  // more chunks to come
-    if (prefilling && !s->twin && s->spec.prompt.size() >= options_.min_prefix_tokens) {
-      prefix_.Insert(PrefixKey(s->spec), s->spec.prompt, *s->cache);
-      metrics_.SetPrefixBytes(prefix_.bytes());
-    }
-    const float* last = s->hidden.data() + (s->step_tokens - 1) * h;
-    rows_.insert(rows_.end(), last, last + h);
-    emitting.push_back(s);
-  }
-  logits_.resize(emitting.size() * vocab);
-  if (!emitting.empty()) stage_->LogitsBatch(rows_, logits_, scratch_);
-  metrics_.Step(batch.size(), std::chrono::duration<double>(Clock::now() - t0).count());
-  // Every session's choice and digests at once, on the stage's threads;
-  // then their effects (tokens out, retirements) in batch order.
-  outcomes_.resize(emitting.size());
-  choices_.clear();
-  for (size_t i = 0; i < emitting.size(); ++i) {
-    Session& s = *emitting[i];
-    choices_.push_back({std::span<const float>(logits_.data() + i * vocab, vocab), &s.spec.sampling,
-                        static_cast<uint32_t>(s.generated.size()), &*s.chain, &s.sampling,
-                        &outcomes_[i]});
-  }
-  ChooseAndWitnessAll(choices_, stage_->pool());
-  for (size_t i = 0; i < emitting.size(); ++i) OnOutcome(*emitting[i], outcomes_[i]);
-}
-
-void Scheduler::OnOutcome(Session& s, const StepOutcome& o) {
-  const uint32_t step = static_cast<uint32_t>(s.generated.size());
-  const uint32_t token = o.token;
-  s.logits_sha256.push_back(o.logits_sha256);
-  s.generated.push_back(token);
-  const auto now = Clock::now();
-  if (!s.twin) {
-    const auto since = now - (step == 0 ? s.submitted : s.last_token);
-    const double seconds = std::chrono::duration<double>(since).count();
-    if (step == 0) {
-      metrics_.TimeToFirstToken(seconds);
-    } else {
-      metrics_.InterToken(seconds);
-    }
-    s.stream->PushToken(token);
-  }
-  s.last_token = now;
-  for (const EvictSpec& e : s.spec.evictions) {
-    if (e.step != step) continue;
-    const Status st = s.remote ? s.remote->Evict(e.from, e.count) : s.cache->Evict(e.from, e.count);
-    if (!st.ok()) {
-      Retire(s, "error",
-             "evict " + std::to_string(e.from) + ":" + std::to_string(e.count) + "@" +
-                 std::to_string(e.step) + ": " + st.ToString());
-      return;
-    }
-  }
-  if (std::find(eos_.begin(), eos_.end(), token) != eos_.end()) return Retire(s, "stop", "");
-  if (!s.spec.stop.empty() && tokenizer_ != nullptr) {
-    const std::string text = tokenizer_->Decode(s.generated);
-    for (const std::string& stop : s.spec.stop) {
-      if (text.find(stop) != std::string::npos) return Retire(s, "stop", "");
-    }
-  }
-  if (s.generated.size() >= s.spec.max_tokens) return Retire(s, "length", "");
-  s.next_token[0] = token;
-}
-
-void Scheduler::Retire(Session& s, std::string reason, std::string error) {
+void Scheduler::Retire(Session& s, std::string reason, std::string error, bool overloaded) {
   if (s.finished) return;
   s.finished = true;
   Finish f;
   f.reason = std::move(reason);
   f.error = std::move(error);
-  f.result.prompt = s.spec.prompt;
-  f.result.generated = s.generated;
-  f.result.logits_sha256 = s.logits_sha256;
-  f.result.cis2_ref = s.chain->Finalize();
-  f.result.argmax_digest = ArgmaxDigest(s.spec.prompt, s.generated);
+  f.overloaded = overloaded;
+  if (s.decode) {
+    f.result = s.decode->result();
+  } else {
+    f.result.prompt = s.spec.request.prompt;
+    f.result.cis2_ref = WitnessChain(seed_, f.result.prompt).Finalize();
+    f.result.argmax_digest = ArgmaxDigest(f.result.prompt, {});
+  }
   f.prefix_reused = s.prefix_reused;
-  s.cache.reset();  // the KV goes now, not when the client reads
+  s.decode.reset();
+  s.local.reset();   // the KV goes now, not when the client reads
   s.remote.reset();  // released on every worker
-  s.hidden = {};
   {
     std::lock_guard<std::mutex> l(mu_);
     sessions_ -= 1;
     reserved_bytes_ -= s.reserved_bytes;
   }
-  if (!s.twin) metrics_.Tokens(s.spec.prompt.size(), s.generated.size());
+  if (!s.twin) metrics_.Tokens(s.spec.request.prompt.size(), f.result.generated.size());
   if (!s.pair) {
     s.stream->Close(std::move(f));
     return;

@@ -1,27 +1,36 @@
 // Scheduler: continuous batching over one in-process Stage holding every
-// layer, or over a cluster (a Coordinator and its workers). One thread
-// advances every active session by one token per step: in-process as ONE
-// ForwardBatch + LogitsBatch; on a cluster every session's step is sent at
-// once (RemoteSession per session) and the workers batch the steps queued
-// for them as one ForwardBatch. New requests are admitted and
-// finished or cancelled ones retired between steps. A prompt is prefilled
-// in chunks of at most `prefill_chunk` tokens per step (all prefilling
-// sessions share that budget), so a long prompt delays the others' next
-// token by one chunk, not by the whole prompt.
+// layer, or over a cluster (a Coordinator and its workers). Every request
+// is a DecodeSession (engine/decode_session.h), the state machine `run`
+// decodes with too, and one thread advances every active session by one
+// step per turn through a BatchStepper (engine/batch_stepper.h): in
+// process one ForwardBatch + LogitsBatch (LocalBatchStepper), on a cluster
+// every session's step sent at once and then all awaited, the workers
+// batching what they find queued (runtime::ClusterBatchStepper; no thread
+// per session or per step). New requests are admitted and finished or
+// cancelled ones retired between steps. A prompt is prefilled in chunks
+// of at most `prefill_chunk` tokens per step (all prefilling sessions
+// share that budget), so a long prompt delays the others' next token by
+// one chunk, not by the whole prompt. A session's cache (in process) or
+// its sessions on the workers are reserved for prompt + max_tokens
+// positions when it is admitted, so its decode steps allocate nothing.
 //
 // Bits: a session's logits do not depend on what it is batched with, on
 // how its prompt is chunked, or on whether its prefix came from the
 // PrefixCache (engine/stage.h, engine/prefix.h), and tokens are chosen by
-// ChooseToken with the step index — so every session's tokens and digests
-// equal its solo `lockstep run`.
+// ChooseAndWitness with the step index — so every session's tokens and
+// digests equal its solo `lockstep run`.
 //
 // A cluster session whose step fails (a worker died, a timeout) is closed
-// with reason "error" naming the worker; the others carry on. On a cluster
-// the prefix cache holds RemoteSessions parked on the workers (a hit is a
-// Fork on every worker, its budget counts the KV bytes they hold there),
-// and a greedy session is opened with the default sampling parameters
+// with reason "error" naming the worker; the others carry on. A session
+// the workers refuse for capacity (their session or KV limits) is closed
+// as overloaded (the client gets 429), after the prefix cache gave back
+// what it held on them. On a cluster the prefix cache holds RemoteSessions
+// parked on the workers (a hit is a Fork on every worker, its budget counts
+// the KV bytes they hold there, its entries at most `prefix_sessions`), and
+// a greedy session is opened with the default sampling parameters
 // (temperature 0 ignores the rest), so greedy prompts share entries
-// whatever seed their requests carry.
+// whatever seed their requests carry. An entry whose fork fails (its
+// session is gone from a worker) is dropped and the prompt recomputed.
 //
 // Limits, checked in Submit before any work: sessions (queued + active,
 // a determinism_check twin counts) and KV bytes reserved for
@@ -39,6 +48,7 @@
 #include <vector>
 
 #include "coordinator/coordinator.h"
+#include "engine/batch_stepper.h"
 #include "engine/stage.h"
 #include "engine/step_outcome.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -56,6 +66,11 @@ struct SchedulerOptions {
   uint64_t prefix_budget_bytes = 256ull << 20;
   size_t prefill_chunk = 64;
   size_t min_prefix_tokens = 4;  // shorter shared prefixes are recomputed
+  // On a cluster: prefix entries held as sessions on the workers, at most.
+  // Every entry is a session on each worker, so max_sessions (twins
+  // included) + prefix_sessions must stay within the workers' own limit
+  // (Limits::sessions_per_coordinator).
+  size_t prefix_sessions = 16;
 };
 
 // Where the forwards run: exactly one of the two is set; it outlives the
@@ -86,19 +101,21 @@ class Scheduler {
   struct Session;
   void Loop();
   void Admit(std::unique_ptr<Session> s);
-  void AdmitCluster(std::unique_ptr<Session> s);
+  // The session's backend: a prefix hit, or a fresh cache / cluster session.
+  Status OpenLocal(Session& s);
+  Status OpenCluster(Session& s);
   void Step();
-  void StepCluster();
+  // After a step: tokens out, the prefix kept, finished sessions retired.
+  void AfterStep(Session& s, const Status& st);
   // The cluster's link bytes, per-stage compute time and bytes per hop
   // into the metrics (their source, run at each render).
   void ReportStages();
-  // The tokens `s` feeds this step (a prompt chunk within *budget, or its
-  // last token); empty when the prefill budget is spent.
-  std::span<const uint32_t> StepTokens(Session& s, size_t* budget);
-  // Records a chosen token (however it was chosen) and what follows it.
-  void OnOutcome(Session& s, const StepOutcome& o);
-  void Retire(Session& s, std::string reason, std::string error);
-
+  // A failed step or open: a prefix found gone is forgotten and the
+  // session recomputed once; else the session is retired (as overloaded
+  // when the workers refused it for capacity).
+  void Failed(Session& s, const Status& st);
+  StopRule StopRuleOf(const Session& s) const;
+  void Retire(Session& s, std::string reason, std::string error, bool overloaded = false);
   const Stage* stage_;
   Coordinator* cluster_;
   WitnessSeed seed_;
@@ -120,10 +137,10 @@ class Scheduler {
   std::vector<std::unique_ptr<Session>> active_;
   PrefixCache<KvCache> prefix_;                                // in process
   PrefixCache<std::unique_ptr<RemoteSession>> remote_prefix_;  // on a cluster
-  ForwardScratch scratch_;
-  std::vector<float> rows_, logits_;
-  std::vector<StepChoice> choices_;  // the step's emitting sessions
-  std::vector<StepOutcome> outcomes_;
+  std::unique_ptr<LocalBatchStepper> local_stepper_;  // in process
+  std::unique_ptr<BatchStepper> stepper_;             // local_stepper_ or the cluster's
+  std::vector<DecodeSession*> batch_;
+  std::vector<Status> status_;
   std::thread thread_;
 };
 

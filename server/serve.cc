@@ -1,5 +1,6 @@
 #include "server/serve.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "base/limits.h"
@@ -7,6 +8,7 @@
 #include "engine/model_loader.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/thread_pool.h"
+#include "runtime/cluster_run.h"
 #include "runtime/model_tokenizer.h"
 #include "server/api.h"
 
@@ -19,9 +21,27 @@ std::string BaseName(std::string dir) {
   return slash == std::string::npos ? dir : dir.substr(slash + 1);
 }
 
+// On a cluster every session and every prefix entry is a session on each
+// worker: together they stay within the workers' limit on one
+// coordinator's sessions, so the workers never refuse what the scheduler
+// admitted (the scheduler answers 429 first).
+SchedulerOptions ClusterOptions(const ServeOptions& o) {
+  SchedulerOptions s = o.scheduler;
+  const size_t limit = Limits{}.sessions_per_coordinator;
+  s.prefix_sessions = s.prefix_budget_bytes == 0 ? 0 : std::min(s.prefix_sessions, limit / 2);
+  if (s.max_sessions + s.prefix_sessions > limit) {
+    s.max_sessions = limit - s.prefix_sessions;
+    std::cerr << "lockstep serve: " << s.max_sessions << " sessions at once (and "
+              << s.prefix_sessions << " prefix cache entries): the workers hold " << limit
+              << " sessions of one coordinator\n";
+  }
+  return s;
+}
+
 // Serves the API over `backend` until SIGTERM/SIGINT.
 Status Serve(const ServeOptions& o, const lockstep::ModelInfo& model, SchedulerBackend backend,
-             std::string plan, std::vector<StageInfo> stages) {
+             std::string plan, std::vector<StageInfo> stages,
+             std::vector<receipt::WorkerEntry> workers = {}) {
   std::optional<Tokenizer> tokenizer;
   if (model.files.has_tokenizer) {
     Result<Tokenizer> t = runtime::LoadModelTokenizer(model.files);
@@ -43,7 +63,7 @@ Status Serve(const ServeOptions& o, const lockstep::ModelInfo& model, SchedulerB
   }
   ctx.model.id = o.model_name.empty() ? BaseName(o.model_dir) : o.model_name;
   ctx.model.vocab = static_cast<uint32_t>(model.config.vocab_size);
-  const Limits limits;
+  const Limits& limits = o.limits;
   ctx.model.max_positions = MaxPositions(limits, model.config.max_position_embeddings);
   ctx.model.max_prompt_tokens = limits.max_prompt_tokens;
   ctx.model.tokenizer = tokenizer ? &*tokenizer : nullptr;
@@ -52,9 +72,11 @@ Status Serve(const ServeOptions& o, const lockstep::ModelInfo& model, SchedulerB
   ctx.seed = model.Seed();
   ctx.plan = std::move(plan);
   ctx.stages = std::move(stages);
+  ctx.workers = std::move(workers);
   ctx.cluster = backend.cluster;
   Metrics metrics;
-  Scheduler scheduler(backend, ctx.seed, ctx.model.tokenizer, ctx.eos, o.scheduler, metrics);
+  Scheduler scheduler(backend, ctx.seed, ctx.model.tokenizer, ctx.eos,
+                      backend.cluster ? ClusterOptions(o) : o.scheduler, metrics);
   ctx.scheduler = &scheduler;
   ctx.metrics = &metrics;
   Api api(std::move(ctx));
@@ -77,7 +99,8 @@ Status ServeSharded(const ServeOptions& o) {
     stages.push_back(StageInfo{w.endpoint, w.spec.lo, w.spec.hi});
   }
   const Status st = Serve(o, model, SchedulerBackend{nullptr, coordinator.get()},
-                          coordinator->plan_text(), std::move(stages));
+                          coordinator->plan_text(), std::move(stages),
+                          runtime::ReceiptWorkers(*coordinator));
   coordinator->ShutdownWorkers("server stopped");
   return st;
 }

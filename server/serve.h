@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "base/limits.h"
 #include "base/status.h"
 #include "coordinator/cluster_config.h"
 #include "server/http_server.h"
@@ -27,6 +28,7 @@ struct ServeOptions {
   std::string isa = "auto";
   std::string weight_cache;  // ComputeOptions::weight_cache, in process and for local workers
   SchedulerOptions scheduler;
+  Limits limits;  // max_positions (`--max-positions`) and max_prompt_tokens
   int shutdown_grace_ms = 10000;
   std::optional<ClusterConfig> cluster;  // its model_dir is model_dir
 };

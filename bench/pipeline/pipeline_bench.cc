@@ -44,7 +44,7 @@
 #include "runtime/checked_decode.h"
 #include "runtime/compare.h"
 #include "runtime/local_run.h"
-#include "runtime/worker_processes.h"
+#include "runtime/cluster_run.h"
 
 namespace lockstep {
 namespace {
@@ -207,9 +207,7 @@ Result<std::unique_ptr<runtime::WorkerProcesses>> SpawnLoopback(const Options& o
   }
   spawn.count = o.workers;
   spawn.compute.threads = static_cast<size_t>(o.worker_threads);
-  LOCKSTEP_ASSIGN_OR_RETURN(auto procs, runtime::WorkerProcesses::Spawn(spawn));
-  procs->ApplyTo(cfg);
-  return procs;
+  return runtime::SpawnLoopbackCluster(spawn, cfg);
 }
 
 Status Main(const Options& o, const char* argv0) {

@@ -58,7 +58,7 @@ TEST_P(DecodeTest, TwoRunsInOneProcessAgree) {
   auto model = OpenModelDir(dir_, ModelPins{});
   ASSERT_TRUE(model.ok());
   auto stage = LoadWhole(*model);
-  DecodeRequest req{{1, 2, 3}, 8, {}, 0, {}};
+  DecodeRequest req{{1, 2, 3}, 8, {}, 0, {}, std::nullopt};
   LocalBackend a(*stage), b(*stage);
   auto ra = RunDecode(a, req, model->Seed());
   auto rb = RunDecode(b, req, model->Seed());
@@ -74,7 +74,7 @@ TEST_P(DecodeTest, PerStepLogitsSha256MatchesTheLogits) {
   auto model = OpenModelDir(dir_, ModelPins{});
   ASSERT_TRUE(model.ok());
   auto stage = LoadWhole(*model);
-  DecodeRequest req{{4, 9, 2}, 5, {}, 0, {}};
+  DecodeRequest req{{4, 9, 2}, 5, {}, 0, {}, std::nullopt};
   LocalBackend a(*stage);
   auto r = RunDecode(a, req, model->Seed());
   ASSERT_TRUE(r.ok());

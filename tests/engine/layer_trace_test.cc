@@ -33,7 +33,7 @@ TEST(LayerTraceTest, DigestsAreThePrefixStagesOutputs) {
   const int layers = model->config.num_layers;
   auto whole = LoadStage(*model, StageSpec{0, layers, true, true}, ComputeOptions{"scalar"});
   ASSERT_TRUE(whole.ok());
-  const DecodeRequest req{{4, 9, 2}, 3, {}, 0, {}};
+  const DecodeRequest req{{4, 9, 2}, 3, {}, 0, {}, std::nullopt};
   LocalBackend traced(*whole->stage);
   traced.EnableTrace();
   auto r = RunDecode(traced, req, model->Seed());

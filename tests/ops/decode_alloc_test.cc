@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <new>
 
+#include "engine/batch_stepper.h"
+#include "engine/decode_session.h"
 #include "engine/local_backend.h"
 #include "model_fixture.h"
 #include "tests/fixture_absent.h"
@@ -111,6 +113,45 @@ TEST(DecodeAlloc, LocalBackendFeedAllocatesNothing) {
     EXPECT_EQ(backend.CacheLength(), std::size(prompt) + steps) << v.Name();
     EXPECT_EQ(g_allocs.load(), 0u) << v.Name();
   }
+}
+
+// The server's and bench's path: DecodeSessions stepped together by a
+// LocalBatchStepper (sampled and greedy, one evicting) allocate nothing
+// per step once the stepper is reserved and the prompts are in.
+TEST(DecodeAlloc, BatchedDecodeSessionsAllocateNothing) {
+  ASSERT_TRUE(std::filesystem::exists(ConformanceDir("tiny-llama")))
+      << "missing fixture " << ConformanceDir("tiny-llama");
+  auto model = OpenModelDir(ConformanceDir("tiny-llama"), ModelPins{});
+  ASSERT_TRUE(model.ok());
+  Loaded l = Load(*model, Variant{ops::AvailableIsas().back(), 2, WeightFormat::kPackedBf16});
+  const uint32_t gen = 16;
+  std::vector<DecodeRequest> reqs(3);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].prompt = {1, 2, static_cast<uint32_t>(3 + i), 4};
+    reqs[i].gen = gen;
+  }
+  reqs[1].sampling.temperature = 0.8f;
+  reqs[1].sampling.seed = 7;
+  reqs[2].evictions = {{1, 2, 5}};
+  std::vector<std::unique_ptr<LocalBackend>> backends;
+  std::vector<std::unique_ptr<DecodeSession>> sessions;
+  std::vector<DecodeSession*> batch;
+  for (const DecodeRequest& r : reqs) {
+    backends.push_back(std::make_unique<LocalBackend>(*l, r.prompt.size() + gen));
+    sessions.push_back(std::make_unique<DecodeSession>(*backends.back(), r, model->Seed()));
+    batch.push_back(sessions.back().get());
+  }
+  LocalBatchStepper stepper(*l);
+  stepper.Reserve(16, batch.size(), 4 + gen);
+  std::vector<Status> status(batch.size());
+  stepper.Step(batch, 64, status);  // the prompts: their first rows size the buffers
+  g_allocs = 0;
+  g_counting = true;
+  for (uint32_t s = 1; s < gen; ++s) stepper.Step(batch, 64, status);
+  g_counting = false;
+  for (const Status& st : status) EXPECT_TRUE(st.ok()) << st.ToString();
+  for (const auto& s : sessions) EXPECT_TRUE(s->done());
+  EXPECT_EQ(g_allocs.load(), 0u);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "runtime_test_util.h"
 
+#include "runtime/compare.h"
+
 #include <atomic>
 
 #include "cli_runner.h"
@@ -130,10 +132,8 @@ ClusterConfig InProcCluster::Config(const std::string& model_dir, std::vector<La
 }
 
 void ExpectSameDecode(const DecodeResult& got, const DecodeResult& want) {
-  EXPECT_EQ(got.prompt, want.prompt);
-  EXPECT_EQ(got.generated, want.generated);
-  EXPECT_EQ(ToHex(got.argmax_digest), ToHex(want.argmax_digest));
-  EXPECT_EQ(ToHex(got.cis2_ref), ToHex(want.cis2_ref));
+  const Status same = runtime::CompareResults(got, want, "got", "want");
+  EXPECT_TRUE(same.ok()) << same.ToString();
 }
 
 }  // namespace lockstep::testing

@@ -67,7 +67,8 @@ class InProcCluster {
   std::vector<std::string> endpoints_;
 };
 
-// Asserts that two decodes are identical in every token and digest.
+// Asserts that two decodes are identical in every token and digest
+// (runtime::CompareResults: per-step logits digests and traces included).
 void ExpectSameDecode(const DecodeResult& got, const DecodeResult& want);
 
 }  // namespace lockstep::testing

@@ -702,6 +702,38 @@ class SoakTest(unittest.TestCase):
         self.assertLess(rss[-1] - rss[1], 16 * 1024, summary)
 
 
+class ShardedSoakTest(unittest.TestCase):
+    """Sharded serving under load: 128 clients on `serve --workers 2
+    --max-sessions 64`, prompts sharing a prefix (so the prefix cache keeps
+    sessions on the workers), for SECONDS: every answer a 200 equal to its
+    solo run or a 429 with Retry-After, never a 500 (the workers' session
+    limit is never met by surprise), and /healthz ok afterwards."""
+
+    SECONDS = 20
+
+    def test_twice_the_session_limit_sharded_gives_only_answers_and_429s(self):
+        os.makedirs(ARGS.tmp, exist_ok=True)
+        model = os.path.join(ARGS.tmp, "model")
+        make_model(model)
+        bodies = soak.bodies(8, shared_prefix=6)
+        for b in bodies:
+            b["max_tokens"] = 4
+        want = [solo(model, b["prompt"], b["max_tokens"])["generated_token_ids"] for b in bodies]
+        srv = Server(model, "--workers", "2", "--threads", "1", "--max-sessions", "64",
+                     "--prefix-cache-mib", "64")
+        try:
+            out, _ = soak.soak(srv.url + "/v1/completions", srv.rss_kib, bodies, want, clients=128,
+                               seconds=self.SECONDS, sample_s=self.SECONDS)
+            health = requests.get(srv.url + "/healthz", timeout=30)
+        finally:
+            srv.stop()
+        summary = dict(ok=out["ok"], busy=out["busy"], failures=out["failures"][:3])
+        self.assertEqual(out["failures"], [], summary)
+        self.assertGreater(out["ok"], 20, summary)
+        self.assertEqual(health.status_code, 200, health.text)
+        self.assertEqual(health.json()["status"], "ok")
+
+
 class ShardedTest(unittest.TestCase):
     """`serve --workers 3`: every answer equals the solo monolithic run."""
 

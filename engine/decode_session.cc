@@ -1,0 +1,117 @@
+#include "engine/decode_session.h"
+
+#include <algorithm>
+
+namespace lockstep {
+namespace {
+
+// Steps after `step` that feed the previous token with no eviction between:
+// up to the first step >= `step` that evicts, or the last step.
+uint32_t ChainedAfter(const DecodeRequest& req, uint32_t step) {
+  uint32_t end = req.gen - 1;
+  for (const EvictSpec& e : req.evictions) {
+    if (e.step >= step) end = std::min(end, e.step);
+  }
+  return end - step;
+}
+
+}  // namespace
+
+DecodeSession::DecodeSession(StepBackend& backend, const DecodeRequest& req,
+                             const WitnessSeed& seed, StopRule stop, size_t cached)
+    : backend_(backend),
+      req_(req),
+      stop_(std::move(stop)),
+      chain_(seed, req_.prompt),
+      ctx_{0, req_.sampling, &chain_, &sampling_, &logits_},
+      fed_(cached) {
+  generated_.reserve(req_.gen);
+  logits_sha256_.reserve(req_.gen);
+  if (req_.gen == 0) end_ = End::kLength;
+}
+
+std::span<const uint32_t> DecodeSession::NextTokens(size_t* prompt_budget) {
+  if (done()) return {};
+  if (!prefilling()) return last_;
+  const size_t n = std::min(*prompt_budget, req_.prompt.size() - fed_);
+  *prompt_budget -= n;
+  return std::span<const uint32_t>(req_.prompt).subspan(fed_, n);
+}
+
+const StepContext& DecodeSession::Context() {
+  ctx_.step = static_cast<uint32_t>(generated_.size());
+  return ctx_;
+}
+
+void DecodeSession::Fed(size_t n) { fed_ = std::min(req_.prompt.size(), fed_ + n); }
+
+Status DecodeSession::Chose(size_t n, const StepOutcome& o) {
+  Fed(n);
+  const uint32_t step = static_cast<uint32_t>(generated_.size());
+  generated_.push_back(o.token);
+  logits_sha256_.push_back(o.logits_sha256);
+  if (const auto trace = backend_.StepTrace(); !trace.empty()) {
+    layer_digests_.emplace_back(trace.begin(), trace.end());
+  }
+  last_[0] = o.token;
+  if (Status st = ApplyEvictions(step); !st.ok()) {
+    end_ = End::kStop;
+    return st;
+  }
+  if (Stops(o.token)) {
+    end_ = End::kStop;
+  } else if (generated_.size() >= req_.gen) {
+    end_ = End::kLength;
+  }
+  return Status::Ok();
+}
+
+Status DecodeSession::ApplyEvictions(uint32_t step) {
+  for (const EvictSpec& e : req_.evictions) {
+    if (e.step != step) continue;
+    promise_due_ = true;
+    if (Status st = backend_.Evict(e.from, e.count); !st.ok()) {
+      return st.WithContext("--evict " + std::to_string(e.from) + ":" + std::to_string(e.count) +
+                            "@" + std::to_string(e.step));
+    }
+  }
+  return Status::Ok();
+}
+
+bool DecodeSession::Stops(uint32_t token) const {
+  if (std::find(stop_.eos.begin(), stop_.eos.end(), token) != stop_.eos.end()) return true;
+  return stop_.text && stop_.text(generated_);
+}
+
+Status DecodeSession::Step(size_t prompt_budget) {
+  const std::span<const uint32_t> tokens = NextTokens(&prompt_budget);
+  if (tokens.empty()) {
+    return done() ? Status::Ok() : InvalidError("a decode step with no prompt budget");
+  }
+  if (!Chooses(tokens.size())) {
+    LOCKSTEP_RETURN_IF_ERROR(backend_.Feed(tokens, &logits_));
+    Fed(tokens.size());
+    return Status::Ok();
+  }
+  const StepContext& ctx = Context();
+  if (promise_due_) backend_.ExpectChainedSteps(ChainedAfter(req_, ctx.step));
+  promise_due_ = false;
+  LOCKSTEP_ASSIGN_OR_RETURN(const StepOutcome o, backend_.FeedAndChoose(tokens, ctx));
+  return Chose(tokens.size(), o);
+}
+
+DecodeResult DecodeSession::result() const {
+  DecodeResult out;
+  out.prompt = req_.prompt;
+  out.generated = generated_;
+  // The chain goes on (a running session's result is a snapshot): its
+  // exported state resumed, never a junk one.
+  Result<WitnessChain> chain = WitnessChain::Resume(chain_.Export());
+  if (chain.ok()) out.cis2_ref = chain->Finalize();
+  out.argmax_digest = ArgmaxDigest(out.prompt, out.generated);
+  out.logits_sha256 = logits_sha256_;
+  out.layer_digests = layer_digests_;
+  return out;
+}
+
+}  // namespace lockstep
