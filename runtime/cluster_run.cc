@@ -94,7 +94,7 @@ std::vector<std::string> ClusterNotes(const Coordinator& c, const ClusterRun& ru
   notes.push_back(buf);
   // Between stages each decode step carries one hidden frame of one row.
   wire::HiddenFrame one{1, 1, 1, 1, static_cast<uint32_t>(c.model_config().hidden_size), 1, {},
-                        std::nullopt, {}};
+                        std::nullopt, {}, {}};
   one.payload.assign(one.hidden, 0.0f);
   if (!c.ship_logits()) one.handoff = wire::ChainHandoff{};  // the chain rides along
   const size_t hops = c.workers().size() - 1;

@@ -2,13 +2,22 @@
 
 #include "engine/ops/kernels_isa.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace lockstep::ops {
 namespace {
 
 #if defined(__x86_64__)
+// CPUID leaf 1 ECX: clang 14's __builtin_cpu_supports knows no "f16c".
+bool HasF16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+}
 bool HasAvx2() {  // with F16C (kF16 weights and quantized scales)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && HasF16c();
 }
 bool HasAvx512() {
   __builtin_cpu_init();
