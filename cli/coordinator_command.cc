@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include <zmq.hpp>
+
 #include "cli/exit_status.h"
 #include "cli/report.h"
 #include "runtime/cluster_run.h"

@@ -29,6 +29,13 @@ set(LOCKSTEP_ALLOWED_server base engine/ops engine/io engine/tokenizer engine ke
     worker coordinator runtime server)
 set(LOCKSTEP_ALLOWED_cli ${LOCKSTEP_LAYERS})
 
+# Headers a folder must not reach at all, directly or through another
+# header: the script below refuses a direct include, and the build of the
+# folder's target finds a stand-in for each that fails with #error before
+# the real one. The HTTP layer never compiles against ZeroMQ
+# (coordinator.h keeps it behind a pimpl).
+set(LOCKSTEP_FORBIDDEN_HEADERS_server zmq.hpp zmq.h zmq_addon.hpp)
+
 # The folder an include path belongs to, or "" if it is not one of ours.
 function(_lockstep_include_folder path out)
   set(folder "")
@@ -60,6 +67,15 @@ function(lockstep_check_layering target folder)
     VERBATIM)
   add_custom_target(${target}_layering DEPENDS ${stamp})
   add_dependencies(${target} ${target}_layering)
+  if(DEFINED LOCKSTEP_FORBIDDEN_HEADERS_${folder})
+    set(standins ${CMAKE_BINARY_DIR}/layering/forbidden/${tag})
+    foreach(header ${LOCKSTEP_FORBIDDEN_HEADERS_${folder}})
+      file(WRITE ${standins}/${header}
+           "#error \"${folder}/ must not include ${header}, directly or through a header "
+           "(cmake/layering.cmake)\"\n")
+    endforeach()
+    target_include_directories(${target} BEFORE PRIVATE ${standins})
+  endif()
 endfunction()
 
 if(CMAKE_SCRIPT_MODE_FILE AND DEFINED FOLDER)
@@ -73,6 +89,10 @@ if(CMAKE_SCRIPT_MODE_FILE AND DEFINED FOLDER)
     foreach(line ${lines})
       if(line MATCHES "include[ \t]*[\"<]([^\">]+)[\">]")
         set(path "${CMAKE_MATCH_1}")
+        list(FIND LOCKSTEP_FORBIDDEN_HEADERS_${FOLDER} "${path}" forbidden)
+        if(forbidden GREATER -1)
+          string(APPEND errors "\n  ${f}: ${FOLDER}/ must not include ${path}")
+        endif()
         _lockstep_include_folder("${path}" folder)
         if(folder)
           list(FIND LOCKSTEP_ALLOWED_${FOLDER} "${folder}" ok)

@@ -1,13 +1,12 @@
 #include "coordinator/coordinator.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <deque>
 #include <iostream>
 
 #include "base/step_timeline.h"
+#include "coordinator/coordinator_impl.h"
 
 namespace lockstep {
 namespace {
@@ -15,42 +14,36 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 constexpr milliseconds kMaxPoll{100};
-// The I/O thread takes the loop back when no session thread has run it for
-// this long (and at once when another request is outstanding): a session
-// that decodes step after step keeps it, heartbeats are at most this late.
-constexpr milliseconds kHandBack{20};
 constexpr int kMaxReceivesPerWake = 64;
 
-std::string Ms(milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
-
-Status CompareDigest(const std::string& who, const char* what, const Digest& theirs,
-                     const Digest& ours) {
-  if (theirs == ours) return Status::Ok();
-  return MismatchError(who + " refused: its " + what + " is " + ToHex(theirs) +
-                       ", the coordinator's is " + ToHex(ours));
-}
-
 }  // namespace
+
+// ---- Coordinator: what callers use ---------------------------------------------
 
 std::string WorkerInfo::Describe() const {
   return "worker " + endpoint + " (stage " + std::to_string(index) + ", layers [" +
          std::to_string(spec.lo) + "," + std::to_string(spec.hi) + "))";
 }
 
-Coordinator::Coordinator(zmq::context_t& context, ClusterConfig config)
-    : context_(context), config_(std::move(config)) {}
 
-Coordinator::~Coordinator() {
-  if (io_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(drive_mu_);
-      stop_requested_ = true;
-    }
-    drive_cv_.notify_all();
-    inbox_.Push(Command{Command::Kind::kStop, 0, 0, false, {}, nullptr});
-    io_.join();
-  }
-  for (Link& l : links_) l.monitor.Stop();
+Coordinator::Coordinator(std::unique_ptr<zmq::context_t> owned) : owned_context_(std::move(owned)) {}
+
+Coordinator::~Coordinator() = default;
+
+Result<std::unique_ptr<Coordinator>> Coordinator::Start(const ClusterConfig& config,
+                                                        ModelInfo model) {
+  std::unique_ptr<Coordinator> c(new Coordinator(std::make_unique<zmq::context_t>(1)));
+  LOCKSTEP_ASSIGN_OR_RETURN(c->impl_,
+                            CoordinatorImpl::Start(*c->owned_context_, config, std::move(model)));
+  return c;
+}
+
+Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
+                                                        const ClusterConfig& config,
+                                                        ModelInfo model) {
+  std::unique_ptr<Coordinator> c(new Coordinator(nullptr));
+  LOCKSTEP_ASSIGN_OR_RETURN(c->impl_, CoordinatorImpl::Start(context, config, std::move(model)));
+  return c;
 }
 
 Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
@@ -59,264 +52,38 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
   return Start(context, config, std::move(model));
 }
 
-Result<std::unique_ptr<Coordinator>> Coordinator::Start(zmq::context_t& context,
-                                                        const ClusterConfig& config,
-                                                        ModelInfo model) {
-  std::unique_ptr<Coordinator> c(new Coordinator(context, config));
-  if (!c->inbox_.ok()) return IoError("coordinator: eventfd failed");
-  c->seed_ = model.Seed();
-  c->model_ = std::move(model);
-  // The plan is checked before any worker is contacted, let alone loads.
-  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<StageSpec> specs, ResolvePlan(config, c->model_));
-  for (size_t k = 0; k < specs.size(); ++k) {
-    LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> files, StageWeightFiles(c->model_, specs[k]));
-    std::vector<wire::WeightFile>& sent = c->weight_files_.emplace_back();
-    for (const FileDigest& f : files) sent.push_back({f.file, f.sha256});
-    c->workers_.push_back(WorkerInfo{k, config.workers[k], specs[k], {}, 0,
-                                     k < config.worker_keys.size() ? config.worker_keys[k] : ""});
-    c->stages_.push_back(StageState{config.workers[k], specs[k].lo, specs[k].hi, {}, {}});
-    c->endpoints_.push_back(config.workers[k]);
-    c->keys_.push_back(k < config.worker_keys.size() ? config.worker_keys[k] : "");
-  }
-  LOCKSTEP_RETURN_IF_ERROR(c->Connect());
-  LOCKSTEP_RETURN_IF_ERROR(c->Handshake(specs));
-  // Disconnects while connecting and loading are the handshake's business.
-  for (Link& l : c->links_) (void)l.monitor.TakeDisconnected();
-  // Thread start is the happens-before edge handing the sockets over.
-  c->io_ = std::thread([raw = c.get()] { raw->IoMain(); });
-  return c;
-}
-
-std::string Coordinator::plan_text() const {
-  std::vector<LayerRange> plan;
-  for (const WorkerInfo& w : workers_) plan.push_back({w.spec.lo, w.spec.hi});
-  return PlanText(plan);
-}
-
-milliseconds Coordinator::wait_bound() const {
-  return config_.request_timeout + config_.heartbeat * config_.liveness + milliseconds(1000);
-}
-
-std::string Coordinator::Describe(size_t k) const {
-  WorkerInfo w = workers_[k];
-  w.endpoint = endpoints_[k];
-  return w.Describe();
-}
-
-Status Coordinator::health() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return broken_;
-}
-
-WireStats Coordinator::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
-}
-
-std::vector<StageState> Coordinator::stages() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stages_;
-}
-
-std::vector<StageReport> Coordinator::stage_reports() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<StageReport> out = reports_;
-  out.resize(workers_.size());
-  return out;
-}
-
-// ---- handshake (caller's thread, before the I/O thread exists) --------------
-
-Result<Coordinator::Link> Coordinator::MakeLink(const std::string& endpoint,
-                                                const std::string& key) const {
-  wire::TransportOptions transport;
-  transport.send_timeout = milliseconds(0);  // the I/O thread never blocks on a peer
-  transport.security.insecure = config_.insecure;
-  transport.security.own = config_.key;
-  transport.security.server_public_z85 = key;
-  LOCKSTEP_ASSIGN_OR_RETURN(wire::Client client,
-                            wire::Client::Connect(context_, endpoint, identity_, transport));
-  LOCKSTEP_ASSIGN_OR_RETURN(LinkMonitor monitor,
-                            LinkMonitor::Attach(context_, client.socket(), endpoint, key));
-  const auto now = Clock::now();
-  const wire::HeartbeatOptions hb{config_.heartbeat, config_.liveness};
-  return Link{std::move(client), wire::PeerLiveness(hb, now), now, false, std::move(monitor), {}};
-}
-
-Status Coordinator::Connect() {
-  identity_ = wire::UnguessableIdentity("coordinator");
-  for (size_t k = 0; k < workers_.size(); ++k) {
-    Result<Link> link = MakeLink(endpoints_[k], keys_[k]);
-    if (!link.ok()) return link.status().WithContext(Describe(k));
-    links_.push_back(std::move(link).value());
-  }
-  return Status::Ok();
-}
-
-wire::Assign Coordinator::MakeAssign(size_t k) const {
-  const size_t n = workers_.size();
-  const StageSpec& spec = workers_[k].spec;
-  wire::Assign a;
-  a.model_dir = config_.model_dir;
-  a.expected_weights_sha256 = seed_.weights_sha256;
-  a.expected_config_sha256 = seed_.config_sha256;
-  a.expected_tokenizer_sha256 = seed_.tokenizer_sha256;
-  a.layer_lo = static_cast<uint32_t>(spec.lo);
-  a.layer_hi = static_cast<uint32_t>(spec.hi);
-  a.is_first = spec.first;
-  a.is_last = spec.last;
-  a.next_hop = k + 1 < n ? endpoints_[k + 1] : "";
-  a.worker_index = static_cast<uint32_t>(k);
-  if (k + 1 < n) a.next_hop_key = keys_[k + 1];
-  if (k > 0) a.upstream_key = keys_[k - 1];
-  // The ring a relayed step takes back from the last stage to the first.
-  if (n >= 2 && k + 1 == n) {
-    a.ring_hop = endpoints_[0];
-    a.ring_hop_key = keys_[0];
-  }
-  if (n >= 2 && k == 0) a.ring_upstream_key = keys_[n - 1];
-  a.weight_files = weight_files_[k];
-  return a;
-}
-
-Status Coordinator::SendTo(size_t k, std::span<const uint8_t> frame) {
-  Status st = links_[k].client.Send(frame);
-  if (!st.ok()) return DisconnectedError(Describe(k) + " cannot take messages: " + st.message());
-  links_[k].liveness.OnSent(Clock::now());
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.bytes_sent += frame.size();
-  stats_.frames_sent += 1;
-  return Status::Ok();
-}
-
-// The first stage is claimed before the others: its Assign is followed by a
-// probe heartbeat, answered after the worker admitted or refused the Assign
-// (one I/O thread, in order). Coordinators racing for the same workers all
-// start with the same first stage, so exactly one of them goes on to claim
-// the rest, and the others fail without holding any worker.
-Status Coordinator::Handshake(const std::vector<StageSpec>& specs) {
-  constexpr uint64_t kClaimProbe = 0x636c61696dULL;  // "claim"
-  const size_t n = specs.size();
-  LOCKSTEP_RETURN_IF_ERROR(SendTo(0, wire::MarshalMessage(MakeAssign(0))));
-  LOCKSTEP_RETURN_IF_ERROR(
-      SendTo(0, wire::MarshalMessage(wire::Heartbeat{kClaimProbe, "coordinator"})));
-  bool claimed = false;
-  std::vector<bool> acked(n, false);
-  const auto deadline = Clock::now() + config_.request_timeout;
-  std::vector<zmq_pollitem_t> items(n);
-  while (std::count(acked.begin(), acked.end(), true) < static_cast<long>(n)) {
-    const auto now = Clock::now();
-    for (size_t k = 0; k < n; ++k) {
-      if (acked[k]) continue;
-      if (Status refused = links_[k].monitor.Check(); !refused.ok()) {
-        return refused.WithContext(Describe(k));
-      }
-      if (now >= deadline) {
-        return TimeoutError(Describe(k) + " did not finish loading within " +
-                            Ms(config_.request_timeout));
-      }
-      if (links_[k].liveness.IsDead(now)) {
-        return DisconnectedError(Describe(k) + " did not answer the handshake: nothing received for " +
-                                 Ms(config_.heartbeat * config_.liveness));
-      }
-      if (now - links_[k].last_heartbeat >= config_.heartbeat) {
-        links_[k].last_heartbeat = now;
-        LOCKSTEP_RETURN_IF_ERROR(SendTo(k, wire::MarshalMessage(wire::Heartbeat{0, "coordinator"})));
-      }
-    }
-    for (size_t k = 0; k < n; ++k) items[k] = {links_[k].client.socket().handle(), 0, ZMQ_POLLIN, 0};
-    const long wait = std::min<long>(config_.heartbeat.count(), 50);
-    if (zmq_poll(items.data(), static_cast<int>(n), wait) < 0 && zmq_errno() == ETERM) {
-      return DisconnectedError("coordinator: zmq context terminated during the handshake");
-    }
-    for (size_t k = 0; k < n; ++k) {
-      if (!(items[k].revents & ZMQ_POLLIN)) continue;
-      Result<wire::Incoming> in = links_[k].client.Receive(milliseconds(0));
-      if (!in.ok()) continue;
-      links_[k].liveness.OnReceived(Clock::now());
-      Result<wire::Message> m = wire::ParseMessage(in->bytes());
-      if (!m.ok()) return m.status().WithContext("handshake with " + Describe(k));
-      const auto* hb = std::get_if<wire::Heartbeat>(&*m);
-      if (k == 0 && !claimed && hb != nullptr && hb->sequence == kClaimProbe) {
-        claimed = true;
-        for (size_t j = 1; j < n; ++j) {
-          LOCKSTEP_RETURN_IF_ERROR(SendTo(j, wire::MarshalMessage(MakeAssign(j))));
-        }
-      }
-      bool done = false;
-      LOCKSTEP_RETURN_IF_ERROR(OnHandshakeMessage(k, *m, &done, &workers_[k]));
-      if (done) acked[k] = true;
-    }
-  }
-  return Status::Ok();
-}
-
-Status Coordinator::OnHandshakeMessage(size_t k, const wire::Message& m, bool* acked,
-                                       WorkerInfo* record) {
-  const StageSpec& spec = workers_[k].spec;
-  if (auto* hello = std::get_if<wire::Hello>(&m)) {
-    LOCKSTEP_RETURN_IF_ERROR(CheckHello(k, *hello));
-    links_[k].hello_seen = true;
-    if (record != nullptr) record->hello = *hello;
-  } else if (auto* err = std::get_if<wire::ErrorReport>(&m)) {
-    return Status(err->kind, Describe(k) + " refused the assignment: " + err->message);
-  } else if (auto* ack = std::get_if<wire::AssignAck>(&m)) {
-    if (!links_[k].hello_seen) {
-      return InvalidError(Describe(k) + " acknowledged without a Hello");
-    }
-    if (ack->worker_index != k || ack->layer_lo != static_cast<uint32_t>(spec.lo) ||
-        ack->layer_hi != static_cast<uint32_t>(spec.hi)) {
-      return InvalidError(Describe(k) + " acknowledged a different assignment");
-    }
-    if (record != nullptr) record->resident_bytes = ack->resident_bytes;
-    *acked = true;
-  }
-  return Status::Ok();
-}
-
-Status Coordinator::CheckHello(size_t k, const wire::Hello& h) const {
-  const std::string who = Describe(k);
-  if (h.protocol_version != wire::kProtocolVersion) {
-    return MismatchError(who + " refused: protocol version " +
-                         std::to_string(h.protocol_version) + ", the coordinator speaks " +
-                         std::to_string(wire::kProtocolVersion));
-  }
-  LOCKSTEP_RETURN_IF_ERROR(
-      CompareDigest(who, "weights_sha256", h.weights_sha256, seed_.weights_sha256));
-  LOCKSTEP_RETURN_IF_ERROR(CompareDigest(who, "config_sha256", h.config_sha256, seed_.config_sha256));
-  LOCKSTEP_RETURN_IF_ERROR(
-      CompareDigest(who, "tokenizer_sha256", h.tokenizer_sha256, seed_.tokenizer_sha256));
-  LOCKSTEP_RETURN_IF_ERROR(CompareDigest(who, "table_digest", h.table_digest, seed_.table_digest));
-  return CompareDigest(who, "inv_freq_table_digest", h.inv_freq_table_digest,
-                       seed_.inv_freq_table_digest);
-}
-
-// ---- sessions (any thread) ----------------------------------------------------
+const ModelConfig& Coordinator::model_config() const { return impl_->model().config; }
+const ModelFiles& Coordinator::model_files() const { return impl_->model().files; }
+const WitnessSeed& Coordinator::seed() const { return impl_->seed(); }
+const std::vector<WorkerInfo>& Coordinator::workers() const { return impl_->workers(); }
+std::vector<StageState> Coordinator::stages() const { return impl_->stages(); }
+std::string Coordinator::plan_text() const { return impl_->plan_text(); }
+void Coordinator::ShutdownWorkers(const std::string& reason) { impl_->ShutdownWorkers(reason); }
+Status Coordinator::health() const { return impl_->health(); }
+WireStats Coordinator::stats() const { return impl_->stats(); }
+std::vector<StageReport> Coordinator::stage_reports() const { return impl_->stage_reports(); }
 
 std::future<Coordinator::ReplyResult> Coordinator::Request(uint64_t session, uint32_t step,
                                                             wire::Frame frame, uint32_t relay) {
-  auto promise = std::make_shared<std::promise<ReplyResult>>();
-  std::future<ReplyResult> future = promise->get_future();
-  inbox_.Push(
-      Command{Command::Kind::kRequest, session, step, false, std::move(frame), promise, relay});
-  return future;
+  return impl_->Request(session, step, std::move(frame), relay);
 }
-
 std::future<Coordinator::ReplyResult> Coordinator::Expect(uint64_t session, uint32_t step) {
-  auto promise = std::make_shared<std::promise<ReplyResult>>();
-  std::future<ReplyResult> future = promise->get_future();
-  inbox_.Push(Command{Command::Kind::kExpect, session, step, false, {}, promise});
-  return future;
+  return impl_->Expect(session, step);
 }
-
 void Coordinator::Post(uint64_t session, wire::Frame frame, bool release) {
-  inbox_.Push(Command{Command::Kind::kPost, session, 0, release, std::move(frame), nullptr});
+  impl_->Post(session, std::move(frame), release);
 }
-
-void Coordinator::ShutdownWorkers(const std::string& reason) {
-  inbox_.Push(Command{Command::Kind::kShutdownWorkers, 0, 0, false,
-                      wire::MarshalMessage(wire::Shutdown{reason}), nullptr});
+Coordinator::ReplyResult Coordinator::Await(std::future<ReplyResult> reply, uint64_t session,
+                                            uint32_t step) {
+  return impl_->Await(std::move(reply), session, step);
 }
+uint64_t Coordinator::NewSessionId() { return impl_->NewSessionId(); }
+uint64_t Coordinator::epoch() const { return impl_->epoch(); }
+Status Coordinator::AwaitRecovery() const { return impl_->AwaitRecovery(); }
+bool Coordinator::ship_logits() const { return impl_->config().ship_logits; }
+milliseconds Coordinator::request_timeout() const { return impl_->config().request_timeout; }
+milliseconds Coordinator::wait_bound() const { return impl_->wait_bound(); }
+uint64_t Coordinator::recoveries() const { return impl_->recoveries(); }
 
 Result<std::unique_ptr<RemoteSession>> Coordinator::OpenSession(std::optional<int> window,
                                                                 const SamplingParams& sampling,
@@ -335,106 +102,95 @@ Result<std::unique_ptr<RemoteSession>> Coordinator::OpenSession(std::optional<in
     open.window.kind = wire::WindowSpec::Kind::kGlobal;
     open.window.global = static_cast<uint32_t>(*window);
   } else {
-    const auto& w = model_.config.layer_window;
+    const ModelConfig& config = impl_->model().config;
+    const auto& w = config.layer_window;
     if (std::any_of(w.begin(), w.end(), [](int x) { return x != 0; })) {
       open.window.kind = wire::WindowSpec::Kind::kPerLayer;
-      open.window.per_layer.assign(static_cast<size_t>(model_.config.num_layers), 0);
+      open.window.per_layer.assign(static_cast<size_t>(config.num_layers), 0);
       for (size_t l = 0; l < w.size() && l < open.window.per_layer.size(); ++l) {
         open.window.per_layer[l] = static_cast<uint32_t>(w[l]);
       }
     }
   }
-  const uint64_t epoch = epoch_.load();
+  const uint64_t epoch = impl_->epoch();
   Post(open.session_id, wire::MarshalMessage(open), false);
-  return std::make_unique<RemoteSession>(*this, open, 0, sampling, epoch);
+  return std::make_unique<RemoteSession>(*this, open, sampling, epoch);
+}
+
+// ---- CoordinatorImpl: the loop (whichever thread runs it) -----------------------
+
+// ---- sessions (any thread) ----------------------------------------------------
+
+std::future<CoordinatorImpl::ReplyResult> CoordinatorImpl::Request(uint64_t session, uint32_t step,
+                                                            wire::Frame frame, uint32_t relay) {
+  auto promise = std::make_shared<std::promise<ReplyResult>>();
+  std::future<ReplyResult> future = promise->get_future();
+  inbox_.Push(
+      Command{Command::Kind::kRequest, session, step, false, std::move(frame), promise, relay});
+  return future;
+}
+
+std::future<CoordinatorImpl::ReplyResult> CoordinatorImpl::Expect(uint64_t session, uint32_t step) {
+  auto promise = std::make_shared<std::promise<ReplyResult>>();
+  std::future<ReplyResult> future = promise->get_future();
+  inbox_.Push(Command{Command::Kind::kExpect, session, step, false, {}, promise});
+  return future;
+}
+
+void CoordinatorImpl::Post(uint64_t session, wire::Frame frame, bool release) {
+  inbox_.Push(Command{Command::Kind::kPost, session, 0, release, std::move(frame), nullptr});
+}
+
+void CoordinatorImpl::ShutdownWorkers(const std::string& reason) {
+  inbox_.Push(Command{Command::Kind::kShutdownWorkers, 0, 0, false,
+                      wire::MarshalMessage(wire::Shutdown{reason}), nullptr});
 }
 
 // ---- I/O thread -----------------------------------------------------------------
 
-milliseconds Coordinator::NextWake(Clock::time_point now) const {
+milliseconds CoordinatorImpl::NextWake(Clock::time_point now) const {
   Clock::time_point next = now + kMaxPoll;
   for (const Link& l : links_) {
     next = std::min(next, l.last_heartbeat + config_.heartbeat);
     if (l.liveness.DeathTime() > now) next = std::min(next, l.liveness.DeathTime());
   }
-  for (const auto& [id, p] : pending_) next = std::min(next, p.deadline);
+  next = replies_.NextDeadline(next);
   if (recovery_) next = std::min(next, recovery_->deadline);
   return std::max(milliseconds(0), std::chrono::ceil<milliseconds>(next - now));
 }
 
 // ---- who runs the loop ------------------------------------------------------------
 
-void Coordinator::IoMain() {
+void CoordinatorImpl::IoMain() {
   for (;;) {
-    TakeLoopForIoThread();
+    baton_.TakeForIoThread();
     for (;;) {
-      if (stopped_ || !Turn(NextWake(Clock::now()))) {
-        std::lock_guard<std::mutex> lock(drive_mu_);
-        driver_ = Driver::kNone;
-        return;
-      }
-      if (Outstanding()) continue;
+      if (stopped_ || !Turn(NextWake(Clock::now()))) return baton_.Drop();
       // Nothing to see through: the next session thread to wait for a
-      // reply may run the loop itself. Decided under drive_mu_, so a
-      // session thread either finds the loop free or is counted waiting.
-      std::lock_guard<std::mutex> lock(drive_mu_);
-      if (waiting_ > 0) continue;
-      driver_ = Driver::kNone;
-      released_at_ = Clock::now();
-      break;
+      // reply may run the loop itself.
+      if (!Outstanding() && baton_.LetGoFromIoThread()) break;
     }
   }
 }
 
-void Coordinator::TakeLoopForIoThread() {
-  std::unique_lock<std::mutex> lock(drive_mu_);
-  for (;;) {
-    const auto now = Clock::now();
-    if (driver_ == Driver::kNone &&
-        (hand_back_now_ || stop_requested_ || now >= released_at_ + kHandBack)) {
-      break;
-    }
-    // While a session thread runs the loop, look again every kHandBack:
-    // it lets go without a wake-up unless others need the loop at once.
-    drive_cv_.wait_until(lock, (driver_ == Driver::kNone ? released_at_ : now) + kHandBack);
-  }
-  driver_ = Driver::kIoThread;
-  hand_back_now_ = false;
+bool CoordinatorImpl::Outstanding() const {
+  return replies_.awaiting() || recovery_.has_value() || !deferred_.empty();
 }
 
-bool Coordinator::Outstanding() const {
-  return !pending_.empty() || recovery_.has_value() || !deferred_.empty();
-}
-
-Coordinator::ReplyResult Coordinator::Await(std::future<ReplyResult> reply, uint64_t session,
+CoordinatorImpl::ReplyResult CoordinatorImpl::Await(std::future<ReplyResult> reply, uint64_t session,
                                             uint32_t step) {
   const auto until = Clock::now() + wait_bound();
-  bool drive = false;
-  {
-    std::lock_guard<std::mutex> lock(drive_mu_);
-    drive = driver_ == Driver::kNone && !stop_requested_;
-    if (drive) driver_ = Driver::kSession;
-    else ++waiting_;
-  }
-  if (drive) {
+  if (baton_.TakeForSession()) {
     while (!stopped_ && reply.wait_for(milliseconds(0)) != std::future_status::ready) {
       const auto now = Clock::now();
       if (now >= until) break;
       const auto left = std::chrono::ceil<milliseconds>(until - now);
       (void)Turn(std::min(NextWake(now), left), &reply);
     }
-    bool wake = false;
-    {
-      std::lock_guard<std::mutex> lock(drive_mu_);
-      driver_ = Driver::kNone;
-      released_at_ = Clock::now();
-      hand_back_now_ = wake = Outstanding() || waiting_ > 0 || stopped_;
-    }
-    if (wake) drive_cv_.notify_all();
+    baton_.LetGoFromSession(Outstanding() || stopped_);
   } else {
     (void)reply.wait_until(until);
-    std::lock_guard<std::mutex> lock(drive_mu_);
-    --waiting_;
+    baton_.DoneWaiting();
   }
   if (reply.wait_for(milliseconds(0)) != std::future_status::ready) {
     return TimeoutError("session " + std::to_string(session) + " step " + std::to_string(step) +
@@ -447,19 +203,19 @@ Coordinator::ReplyResult Coordinator::Await(std::future<ReplyResult> reply, uint
 // ---- the I/O loop (whichever thread runs it) ------------------------------------
 
 namespace {
-bool Ready(const std::future<Coordinator::ReplyResult>* f) {
+bool Ready(const std::future<CoordinatorImpl::ReplyResult>* f) {
   return f != nullptr && f->wait_for(milliseconds(0)) == std::future_status::ready;
 }
 }  // namespace
 
-bool Coordinator::Turn(milliseconds wait, const std::future<ReplyResult>* awaited) {
+bool CoordinatorImpl::Turn(milliseconds wait, const std::future<ReplyResult>* awaited) {
   const size_t n = links_.size();
   items_.resize(n + 1);
   for (size_t k = 0; k < n; ++k) items_[k] = {links_[k].client.socket().handle(), 0, ZMQ_POLLIN, 0};
   items_[n] = {nullptr, inbox_.fd(), ZMQ_POLLIN, 0};
   const int rc = zmq_poll(items_.data(), static_cast<int>(n + 1), wait.count());
   if (rc < 0 && zmq_errno() == ETERM) {
-    FailAll(DisconnectedError("coordinator: zmq context terminated"));
+    replies_.FailAll(DisconnectedError("coordinator: zmq context terminated"));
     stopped_ = true;
     return false;
   }
@@ -475,7 +231,7 @@ bool Coordinator::Turn(milliseconds wait, const std::future<ReplyResult>* awaite
         continue;
       }
       const Status st = DisconnectedError("coordinator stopped");
-      FailAll(st);
+      replies_.FailAll(st);
       for (size_t j = i + 1; j < commands.size(); ++j) {  // never sent: fail them too
         if (commands[j].promise) commands[j].promise->set_value(st);
       }
@@ -487,40 +243,29 @@ bool Coordinator::Turn(milliseconds wait, const std::future<ReplyResult>* awaite
   return true;
 }
 
-Status Coordinator::Admissible(uint64_t session) {
+Status CoordinatorImpl::Admissible(uint64_t session) {
   Status st = health();
   if (st.ok() && recovery_) {
     st = DisconnectedError(Describe(recovery_->stage) + " is being rebuilt on a spare");
   }
-  if (auto it = sticky_.find(session); st.ok() && it != sticky_.end()) {
-    st = it->second;
-    sticky_.erase(it);
-  }
-  return st;
+  if (!st.ok()) return st;
+  return replies_.TakeSticky(session);
 }
 
-void Coordinator::OnCommand(Command& c) {
+void CoordinatorImpl::OnCommand(Command& c) {
   switch (c.kind) {
     case Command::Kind::kRequest: {
       Status st = Admissible(c.session);
       timeline::Mark(timeline::Event::kCoordinatorSend, 0, c.session, c.step);
       if (st.ok()) st = SendTo(0, c.frame);
       if (!st.ok()) return c.promise->set_value(st);
-      pending_[c.session] = Pending{c.step, Clock::now() + config_.request_timeout, c.promise};
-      if (c.relay > 0) {
-        relays_[c.session] = Relay{c.step + 1, c.step + c.relay, {}};
-      } else {
-        relays_.erase(c.session);
-      }
+      replies_.Sent(c.session, c.step, c.relay, Clock::now() + config_.request_timeout, c.promise);
       return;
     }
     case Command::Kind::kExpect:
       return OnExpect(c);
     case Command::Kind::kPost:
-      if (c.release) {
-        sticky_.erase(c.session);
-        relays_.erase(c.session);
-      }
+      if (c.release) replies_.Release(c.session);
       if (recovery_) {
         deferred_.push_back(std::move(c.frame));  // sent once the pipeline is whole
       } else if (health().ok()) {
@@ -536,43 +281,16 @@ void Coordinator::OnCommand(Command& c) {
   }
 }
 
-void Coordinator::OnExpect(Command& c) {
-  auto relay = relays_.find(c.session);
-  if (relay == relays_.end() || c.step < relay->second.next || c.step > relay->second.last) {
-    return c.promise->set_value(InvalidError(
-        "session " + std::to_string(c.session) + " step " + std::to_string(c.step) +
-        ": no request asked for it to be relayed"));
-  }
-  std::deque<wire::StepResult>& early = relay->second.early;
-  if (!early.empty() && early.front().step == c.step) {
-    wire::StepResult result = std::move(early.front());
-    early.pop_front();
-    RelayTaken(c.session, c.step);
-    return c.promise->set_value(StepReply(std::move(result)));
-  }
+void CoordinatorImpl::OnExpect(Command& c) {
+  Result<std::optional<wire::StepResult>> early = replies_.TakeRelayed(c.session, c.step);
+  if (!early.ok()) return c.promise->set_value(early.status());
+  if (early->has_value()) return c.promise->set_value(SessionLink::StepReply(std::move(**early)));
   // A relayed step's own error came before this expectation: it is sticky.
   if (Status st = Admissible(c.session); !st.ok()) return c.promise->set_value(st);
-  pending_[c.session] = Pending{c.step, Clock::now() + config_.request_timeout, c.promise};
+  replies_.Await(c.session, c.step, Clock::now() + config_.request_timeout, c.promise);
 }
 
-bool Coordinator::KeepRelayed(wire::StepResult& result) {
-  auto it = relays_.find(result.session_id);
-  if (it == relays_.end()) return false;
-  Relay& r = it->second;
-  const uint32_t expected = r.early.empty() ? r.next : r.early.back().step + 1;
-  if (result.step != expected || result.step > r.last) return false;
-  r.early.push_back(std::move(result));
-  return true;
-}
-
-void Coordinator::RelayTaken(uint64_t session, uint32_t step) {
-  auto it = relays_.find(session);
-  if (it == relays_.end() || step < it->second.next) return;
-  it->second.next = step + 1;
-  if (it->second.next > it->second.last) relays_.erase(it);
-}
-
-void Coordinator::ReceiveFrom(size_t k, const std::future<ReplyResult>* awaited) {
+void CoordinatorImpl::ReceiveFrom(size_t k, const std::future<ReplyResult>* awaited) {
   for (int i = 0; i < kMaxReceivesPerWake && !Ready(awaited); ++i) {
     Result<wire::Incoming> in = links_[k].client.Receive(milliseconds(0));
     if (!in.ok()) return;
@@ -586,13 +304,13 @@ void Coordinator::ReceiveFrom(size_t k, const std::future<ReplyResult>* awaited)
   }
 }
 
-void Coordinator::OnMessage(size_t k, const wire::Incoming& in) {
+void CoordinatorImpl::OnMessage(size_t k, const wire::Incoming& in) {
   const uint64_t received = timeline::NowIfEnabled();
   Result<wire::Message> parsed = wire::ParseMessage(in.bytes());
   if (!parsed.ok()) {
     const Status st = parsed.status().WithContext("frame from " + Describe(k));
     if (std::optional<uint64_t> session = wire::SessionOfRefusedFrame(in.bytes())) {
-      return Resolve(*session, st);
+      return replies_.Fail(*session, st);
     }
     std::cerr << "lockstep coordinator: " << st.ToString() << "\n";
     return;
@@ -607,42 +325,21 @@ void Coordinator::OnMessage(size_t k, const wire::Incoming& in) {
   if (auto* logits = std::get_if<wire::Logits>(&*parsed)) {
     timeline::MarkAt(timeline::Event::kCoordinatorReceive, 0, logits->session_id, logits->step,
                      received);
-    auto it = pending_.find(logits->session_id);
-    if (it == pending_.end() || it->second.step != logits->step) return;  // stale
-    return Resolve(logits->session_id, StepReply(std::move(*logits)));
+    return replies_.OnLogits(std::move(*logits));
   }
   if (auto* result = std::get_if<wire::StepResult>(&*parsed)) {
     timeline::MarkAt(timeline::Event::kCoordinatorReceive, 0, result->session_id, result->step,
                      received);
-    auto it = pending_.find(result->session_id);
-    if (it == pending_.end() || it->second.step != result->step) {
-      (void)KeepRelayed(*result);  // a relayed step to come, or stale
-      return;
-    }
-    RelayTaken(result->session_id, result->step);
-    return Resolve(result->session_id, StepReply(std::move(*result)));
+    return replies_.OnStepResult(std::move(*result));
   }
   if (auto* err = std::get_if<wire::ErrorReport>(&*parsed)) {
     const Status st = err->ToStatus();
-    if (!err->has_session) return FailAll(st);
-    if (pending_.count(err->session_id)) return Resolve(err->session_id, st);
-    sticky_.emplace(err->session_id, st);  // keeps the first error of a session
+    if (!err->has_session) return replies_.FailAll(st);
+    replies_.OnSessionError(err->session_id, st);
   }
 }
 
-void Coordinator::Resolve(uint64_t session, ReplyResult result) {
-  auto it = pending_.find(session);
-  if (it == pending_.end()) return;
-  it->second.promise->set_value(std::move(result));
-  pending_.erase(it);
-}
-
-void Coordinator::FailAll(const Status& st) {
-  for (auto& [id, p] : pending_) p.promise->set_value(st);
-  pending_.clear();
-}
-
-void Coordinator::Tick(Clock::time_point now) {
+void CoordinatorImpl::Tick(Clock::time_point now) {
   const wire::Frame heartbeat = wire::MarshalMessage(wire::Heartbeat{0, "coordinator"});
   for (size_t k = 0; k < links_.size() && !dead_; ++k) {
     Link& l = links_[k];
@@ -665,17 +362,11 @@ void Coordinator::Tick(Clock::time_point now) {
     }
   }
   if (!dead_) CheckRecoveryDeadline(now);
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (now < it->second.deadline) {
-      ++it;
-      continue;
-    }
-    it->second.promise->set_value(TimeoutError(
-        "session " + std::to_string(it->first) + " step " + std::to_string(it->second.step) +
-        ": no answer from the pipeline " + plan_text() + " within " +
-        Ms(config_.request_timeout)));
-    it = pending_.erase(it);
-  }
+  replies_.Expire(now, [&](uint64_t session, uint32_t step) {
+    return TimeoutError("session " + std::to_string(session) + " step " + std::to_string(step) +
+                        ": no answer from the pipeline " + plan_text() + " within " +
+                        Ms(config_.request_timeout));
+  });
 }
 
 }  // namespace lockstep

@@ -1,10 +1,10 @@
-// Coordinator recovery (declared in coordinator.h): a dead stage rebuilt on
+// CoordinatorImpl recovery (declared in coordinator_impl.h): a dead stage rebuilt on
 // a spare worker. All of it runs on the I/O thread.
 #include <algorithm>
 #include <iostream>
 #include <utility>
 
-#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_impl.h"
 
 namespace lockstep {
 namespace {
@@ -15,7 +15,7 @@ void Log(const std::string& line) { std::cerr << "lockstep coordinator: " << lin
 
 }  // namespace
 
-Status Coordinator::AwaitRecovery() const {
+Status CoordinatorImpl::AwaitRecovery() const {
   const auto bound = (wait_bound() + config_.request_timeout) *
                      static_cast<int64_t>(config_.spares.size() + 1);
   std::unique_lock<std::mutex> lock(mu_);
@@ -26,19 +26,19 @@ Status Coordinator::AwaitRecovery() const {
   return broken_;
 }
 
-uint64_t Coordinator::recoveries() const {
+uint64_t CoordinatorImpl::recoveries() const {
   std::lock_guard<std::mutex> lock(mu_);
   return recoveries_;
 }
 
-void Coordinator::SetStage(size_t k, const Status& st) {
+void CoordinatorImpl::SetStage(size_t k, const Status& st) {
   std::lock_guard<std::mutex> lock(mu_);
   StageState& s = stages_[k];
   if (s.endpoint != endpoints_[k]) s.replaced.push_back(std::exchange(s.endpoint, endpoints_[k]));
   s.status = st;
 }
 
-void Coordinator::Break(const Status& st) {
+void CoordinatorImpl::Break(const Status& st) {
   if (recovery_) SetStage(recovery_->stage, st);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -49,10 +49,10 @@ void Coordinator::Break(const Status& st) {
   dead_ = true;
   recovery_.reset();
   deferred_.clear();
-  FailAll(st);
+  replies_.FailAll(st);
 }
 
-void Coordinator::OnDead(size_t k, const Status& dead) {
+void CoordinatorImpl::OnDead(size_t k, const Status& dead) {
   SetStage(k, dead);
   if (recovery_) {
     // The spare itself died while loading: the next one. A neighbour that
@@ -79,11 +79,11 @@ void Coordinator::OnDead(size_t k, const Status& dead) {
   }
   Log(dead.message() + "; rebuilding its stage on a spare");
   recovery_ = Recovery{k, dead, Recovery::Phase::kLoading, {}, Clock::now()};
-  FailAll(Status(dead.kind(), dead.message() + "; rebuilding its stage on a spare"));
+  replies_.FailAll(Status(dead.kind(), dead.message() + "; rebuilding its stage on a spare"));
   TrySpare();
 }
 
-void Coordinator::TrySpare() {
+void CoordinatorImpl::TrySpare() {
   const size_t k = recovery_->stage;
   while (next_spare_ < config_.spares.size()) {
     const SpareWorker& spare = config_.spares[next_spare_++];
@@ -116,7 +116,7 @@ void Coordinator::TrySpare() {
                recovery_->cause.message() + "; no spare left to rebuild its stage on"));
 }
 
-bool Coordinator::OnRecoveryMessage(size_t k, const wire::Message& m) {
+bool CoordinatorImpl::OnRecoveryMessage(size_t k, const wire::Message& m) {
   if (!std::count(recovery_->awaiting.begin(), recovery_->awaiting.end(), k)) return false;
   const auto* err = std::get_if<wire::ErrorReport>(&m);
   const bool handshake = std::holds_alternative<wire::Hello>(m) ||
@@ -137,7 +137,7 @@ bool Coordinator::OnRecoveryMessage(size_t k, const wire::Message& m) {
   return true;
 }
 
-void Coordinator::RecoveryFailed(const Status& st) {
+void CoordinatorImpl::RecoveryFailed(const Status& st) {
   if (recovery_->phase == Recovery::Phase::kLoading) {
     Log(st.ToString() + "; trying the next spare");
     return TrySpare();
@@ -145,7 +145,7 @@ void Coordinator::RecoveryFailed(const Status& st) {
   Break(st.WithContext("while re-wiring around " + Describe(recovery_->stage)));
 }
 
-void Coordinator::AdvanceRecovery() {
+void CoordinatorImpl::AdvanceRecovery() {
   const size_t k = recovery_->stage;
   if (recovery_->phase == Recovery::Phase::kLoading) {
     // The neighbours keep their stage and sessions; only their links change
@@ -168,7 +168,7 @@ void Coordinator::AdvanceRecovery() {
   Log("stage " + std::to_string(k) + " rebuilt: " + Describe(k) + " serves it");
   SetStage(k, Status::Ok());
   recovery_.reset();
-  sticky_.clear();  // errors of sessions from before: each rebuilds under a new id
+  replies_.ClearSticky();  // errors of sessions from before: each rebuilds under a new id
   for (const wire::Frame& f : deferred_) (void)SendTo(0, f);
   deferred_.clear();
   {
@@ -179,7 +179,7 @@ void Coordinator::AdvanceRecovery() {
   recovered_.notify_all();
 }
 
-void Coordinator::CheckRecoveryDeadline(Clock::time_point now) {
+void CoordinatorImpl::CheckRecoveryDeadline(Clock::time_point now) {
   if (!recovery_) return;
   for (size_t k : recovery_->awaiting) {
     if (!links_[k].refused.ok()) return RecoveryFailed(links_[k].refused.WithContext(Describe(k)));

@@ -1,7 +1,7 @@
-// RemoteSession (declared in coordinator.h): the StepBackend of a sharded run.
-#include "coordinator/coordinator.h"
+#include "coordinator/remote_session.h"
 
 #include <bit>
+#include <utility>
 
 #include "base/step_timeline.h"
 
@@ -16,42 +16,40 @@ bool SameSampling(const SamplingParams& a, const SamplingParams& b) {
 
 }  // namespace
 
-RemoteSession::RemoteSession(Coordinator& coordinator, const wire::SessionOpen& open,
-                             uint32_t cache_length, const SamplingParams& sampling, uint64_t epoch)
-    : coordinator_(coordinator),
-      open_(open),
-      length_(cache_length),
-      sampling_(sampling),
-      epoch_(epoch) {}
+RemoteSession::RemoteSession(SessionLink& link, const wire::SessionOpen& open,
+                             const SamplingParams& sampling, uint64_t epoch)
+    : link_(link), open_(open), sampling_(sampling), epoch_(epoch) {}
 
 RemoteSession::~RemoteSession() {
-  coordinator_.Post(id(), wire::MarshalMessage(wire::Release{id()}), /*release=*/true);
+  link_.Post(id(), wire::MarshalMessage(wire::Release{id()}), /*release=*/true);
 }
 
-Result<Coordinator::StepReply> RemoteSession::Send(std::span<const uint32_t> tokens,
+Result<SessionLink::StepReply> RemoteSession::Send(std::span<const uint32_t> tokens,
                                                    std::optional<wire::ChainHandoff> handoff,
                                                    uint32_t relay) {
   if (tokens.empty()) return InvalidError("no tokens to feed");
   // Retried only when a recovery started meanwhile; each one uses up a
   // spare, so this runs at most spares + 1 times.
   for (;;) {
-    const uint64_t seen = coordinator_.epoch();
-    Status st = seen == epoch_ ? coordinator_.AwaitRecovery() : Rebuild(seen);
-    if (st.ok()) {
-      Result<Coordinator::StepReply> got = Exchange(tokens, length_, handoff, relay);
-      if (got.ok()) {
-        fed_.insert(fed_.end(), tokens.begin(), tokens.end());
-        ops_.push_back(Op{false, static_cast<uint32_t>(tokens.size()), 0});
-        length_ += static_cast<uint32_t>(tokens.size());
-        return got;
-      }
-      st = got.status();
+    LOCKSTEP_RETURN_IF_ERROR(Current());
+    Result<StepReply> got = Exchange(tokens, history_.length(), handoff, relay);
+    if (got.ok()) {
+      history_.Fed(tokens);
+      return got;
     }
-    if (coordinator_.epoch() == seen) return st;
+    if (link_.epoch() == epoch_) return got.status();
   }
 }
 
-Result<Coordinator::StepReply> RemoteSession::Exchange(std::span<const uint32_t> tokens,
+Status RemoteSession::Current() {
+  for (;;) {
+    const uint64_t seen = link_.epoch();
+    const Status st = seen == epoch_ ? link_.AwaitRecovery() : Rebuild(seen);
+    if (st.ok() || link_.epoch() == seen) return st;
+  }
+}
+
+Result<SessionLink::StepReply> RemoteSession::Exchange(std::span<const uint32_t> tokens,
                                                        uint32_t first_position,
                                                        std::optional<wire::ChainHandoff> handoff,
                                                        uint32_t relay) {
@@ -61,8 +59,8 @@ Result<Coordinator::StepReply> RemoteSession::Exchange(std::span<const uint32_t>
   // The relayed steps take the request numbers after this one.
   step_ += relay;
   timeline::Mark(timeline::Event::kCoordinatorRequest, 0, id(), in.step);
-  Coordinator::ReplyResult reply = coordinator_.Await(
-      coordinator_.Request(id(), in.step, wire::MarshalMessage(in), relay), id(), in.step);
+  SessionLink::ReplyResult reply = link_.Await(
+      link_.Request(id(), in.step, wire::MarshalMessage(in), relay), id(), in.step);
   timeline::Mark(timeline::Event::kCoordinatorResolved, 0, id(), in.step);
   return reply;
 }
@@ -70,8 +68,8 @@ Result<Coordinator::StepReply> RemoteSession::Exchange(std::span<const uint32_t>
 Result<wire::StepResult> RemoteSession::TakeRelayed() {
   // The relayed steps took the request numbers up to step_ - 1.
   const uint32_t step = step_ - relay_.left;
-  Coordinator::ReplyResult reply =
-      coordinator_.Await(coordinator_.Expect(id(), step), id(), step);
+  SessionLink::ReplyResult reply =
+      link_.Await(link_.Expect(id(), step), id(), step);
   timeline::Mark(timeline::Event::kCoordinatorResolved, 0, id(), step);
   auto* got = reply.ok() ? std::get_if<wire::StepResult>(&*reply) : nullptr;
   const Status st =
@@ -93,7 +91,7 @@ Status RemoteSession::EndRelay() {
   if (relay_.left == 0) return Status::Ok();
   uint32_t ran = 0;
   Status st;
-  while (st.ok() && relay_.left > 0 && coordinator_.epoch() == epoch_) {
+  while (st.ok() && relay_.left > 0 && link_.epoch() == epoch_) {
     Result<wire::StepResult> got = TakeRelayed();
     if (got.ok()) ++ran;
     st = got.status();
@@ -101,10 +99,10 @@ Status RemoteSession::EndRelay() {
   relay_ = {};
   // After a recovery the session is rebuilt from its history, which never
   // held these steps; otherwise their positions go, on every stage.
-  if (coordinator_.epoch() != epoch_) return Status::Ok();
+  if (link_.epoch() != epoch_) return Status::Ok();
   LOCKSTEP_RETURN_IF_ERROR(st);
   if (ran > 0) {
-    coordinator_.Post(id(), wire::MarshalMessage(wire::Evict{id(), length_, ran}), false);
+    link_.Post(id(), wire::MarshalMessage(wire::Evict{id(), history_.length(), ran}), false);
   }
   return Status::Ok();
 }
@@ -124,49 +122,37 @@ wire::TokenInput RemoteSession::NextInput(std::span<const uint32_t> tokens,
 Status RemoteSession::FeedWithoutOutput(std::span<const uint32_t> tokens) {
   if (tokens.empty()) return InvalidError("no tokens to feed");
   LOCKSTEP_RETURN_IF_ERROR(EndRelay());
-  for (;;) {  // rebuilt first after a recovery, as Send does
-    const uint64_t seen = coordinator_.epoch();
-    const Status st = seen == epoch_ ? coordinator_.AwaitRecovery() : Rebuild(seen);
-    if (st.ok()) break;
-    if (coordinator_.epoch() == seen) return st;
-  }
-  wire::TokenInput in = NextInput(tokens, length_);
+  LOCKSTEP_RETURN_IF_ERROR(Current());  // rebuilt first after a recovery, as Send does
+  wire::TokenInput in = NextInput(tokens, history_.length());
   in.no_output = true;
-  coordinator_.Post(id(), wire::MarshalMessage(in), false);
-  fed_.insert(fed_.end(), tokens.begin(), tokens.end());  // a rebuild replays it awaited
-  ops_.push_back(Op{false, static_cast<uint32_t>(tokens.size()), 0});
-  length_ += static_cast<uint32_t>(tokens.size());
+  link_.Post(id(), wire::MarshalMessage(in), false);
+  history_.Fed(tokens);  // a rebuild replays it awaited
   return Status::Ok();
 }
 
 Status RemoteSession::Rebuild(uint64_t epoch) {
   relay_ = {};  // what was relayed went with the old id
-  LOCKSTEP_RETURN_IF_ERROR(coordinator_.AwaitRecovery());
+  LOCKSTEP_RETURN_IF_ERROR(link_.AwaitRecovery());
   // A fresh id: frames of the old one may still be in flight somewhere in
   // the pipeline, and their errors must not reach the rebuilt session.
-  coordinator_.Post(id(), wire::MarshalMessage(wire::Release{id()}), /*release=*/true);
-  open_.session_id = coordinator_.NewSessionId();
-  coordinator_.Post(id(), wire::MarshalMessage(open_), false);
-  uint32_t length = 0;
-  size_t next = 0;
-  for (const Op& op : ops_) {
-    if (op.evict) {
-      coordinator_.Post(id(), wire::MarshalMessage(wire::Evict{id(), op.a, op.b}), false);
-      length -= op.b;
-      continue;
-    }
-    const std::span<const uint32_t> tokens(fed_.data() + next, op.a);
-    next += op.a;
-    Result<Coordinator::StepReply> got = Exchange(tokens, length, std::nullopt);
-    if (!got.ok()) return got.status().WithContext("rebuilding session " + std::to_string(id()));
-    length += op.a;
-  }
+  link_.Post(id(), wire::MarshalMessage(wire::Release{id()}), /*release=*/true);
+  open_.session_id = link_.NewSessionId();
+  link_.Post(id(), wire::MarshalMessage(open_), false);
+  LOCKSTEP_RETURN_IF_ERROR(history_.Replay(
+      [&](std::span<const uint32_t> tokens, uint32_t first_position) {
+        return Exchange(tokens, first_position, std::nullopt)
+            .status()
+            .WithContext("rebuilding session " + std::to_string(id()));
+      },
+      [&](uint32_t from, uint32_t count) {
+        link_.Post(id(), wire::MarshalMessage(wire::Evict{id(), from, count}), false);
+      }));
   epoch_ = epoch;
   return Status::Ok();
 }
 
 Status RemoteSession::CheckVocab(const char* what, uint64_t got) const {
-  const uint64_t vocab = static_cast<uint64_t>(coordinator_.model_config().vocab_size);
+  const uint64_t vocab = static_cast<uint64_t>(link_.model_config().vocab_size);
   if (got < vocab) return Status::Ok();
   return CorruptError("session " + std::to_string(id()) + ": the last stage sent " + what + " " +
                       std::to_string(got) + ", the model's vocabulary has " +
@@ -174,7 +160,7 @@ Status RemoteSession::CheckVocab(const char* what, uint64_t got) const {
 }
 
 Status RemoteSession::TakeTrace(std::vector<Digest> digests) {
-  const size_t layers = static_cast<size_t>(coordinator_.model_config().num_layers);
+  const size_t layers = static_cast<size_t>(link_.model_config().num_layers);
   const size_t expected = open_.trace ? layers : 0;
   if (digests.size() != expected) {
     return CorruptError("session " + std::to_string(id()) + ": the last stage sent " +
@@ -187,13 +173,13 @@ Status RemoteSession::TakeTrace(std::vector<Digest> digests) {
 
 Status RemoteSession::Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) {
   LOCKSTEP_RETURN_IF_ERROR(EndRelay());
-  LOCKSTEP_ASSIGN_OR_RETURN(Coordinator::StepReply reply, Send(tokens, std::nullopt));
+  LOCKSTEP_ASSIGN_OR_RETURN(StepReply reply, Send(tokens, std::nullopt));
   auto* got = std::get_if<wire::Logits>(&reply);
   if (got == nullptr) {
     return CorruptError("session " + std::to_string(id()) +
                         ": the last stage sent a step result where logits were asked for");
   }
-  const uint32_t vocab = static_cast<uint32_t>(coordinator_.model_config().vocab_size);
+  const uint32_t vocab = static_cast<uint32_t>(link_.model_config().vocab_size);
   if (got->vocab != vocab) {
     return CorruptError("session " + std::to_string(id()) + ": the last stage sent " +
                         std::to_string(got->vocab) + " logits, the model has " +
@@ -205,8 +191,8 @@ Status RemoteSession::Feed(std::span<const uint32_t> tokens, std::vector<float>*
 
 Result<StepOutcome> RemoteSession::FeedAndChoose(std::span<const uint32_t> tokens,
                                                  const StepContext& ctx) {
-  if (coordinator_.ship_logits()) {
-    ahead_ = 0;  // the coordinator chooses: nothing to relay
+  if (link_.ship_logits()) {
+    ahead_ = 0;  // the session chooses: nothing to relay
     return StepBackend::FeedAndChoose(tokens, ctx);
   }
   if (!SameSampling(ctx.sampling, sampling_)) {
@@ -217,19 +203,17 @@ Result<StepOutcome> RemoteSession::FeedAndChoose(std::span<const uint32_t> token
   if (relay_.left > 0) {
     const bool continues =
         tokens.size() == 1 && tokens[0] == relay_.token && ctx.step == relay_.decode_step;
-    if (continues && coordinator_.epoch() != epoch_) {
+    if (continues && link_.epoch() != epoch_) {
       ahead_ = relay_.left - 1;  // a recovery lost the relay: this step goes by request
       relay_ = {};
     } else if (continues) {
       const uint32_t rest = relay_.left - 1;
       Result<wire::StepResult> got = TakeRelayed();
       if (got.ok()) {
-        fed_.push_back(tokens[0]);
-        ops_.push_back(Op{false, 1, 0});
-        length_ += 1;
+        history_.Fed(tokens);
         return Outcome(std::move(*got), ctx);
       }
-      if (coordinator_.epoch() == epoch_) return got.status();
+      if (link_.epoch() == epoch_) return got.status();
       ahead_ = rest;  // a recovery lost the relay: this step goes by request
     } else {
       LOCKSTEP_RETURN_IF_ERROR(EndRelay());
@@ -237,7 +221,7 @@ Result<StepOutcome> RemoteSession::FeedAndChoose(std::span<const uint32_t> token
   }
   const uint32_t relay = std::exchange(ahead_, 0);
   LOCKSTEP_ASSIGN_OR_RETURN(
-      Coordinator::StepReply reply,
+      StepReply reply,
       Send(tokens, wire::ChainHandoff{ctx.step, ctx.chain->Export()}, relay));
   auto* got = std::get_if<wire::StepResult>(&reply);
   if (got == nullptr) {
@@ -259,28 +243,26 @@ Result<StepOutcome> RemoteSession::Outcome(wire::StepResult got, const StepConte
 
 Status RemoteSession::Evict(uint32_t from, uint32_t count) {
   LOCKSTEP_RETURN_IF_ERROR(EndRelay());
-  if (count == 0 || uint64_t{from} + count > length_) {
+  if (count == 0 || uint64_t{from} + count > history_.length()) {
     return InvalidError("evict [" + std::to_string(from) + ", " +
                         std::to_string(uint64_t{from} + count) + ") of a cache of " +
-                        std::to_string(length_) + " entries");
+                        std::to_string(history_.length()) + " entries");
   }
-  coordinator_.Post(id(), wire::MarshalMessage(wire::Evict{id(), from, count}), false);
-  ops_.push_back(Op{true, from, count});
-  length_ -= count;
+  link_.Post(id(), wire::MarshalMessage(wire::Evict{id(), from, count}), false);
+  history_.Evicted(from, count);
   return Status::Ok();
 }
 
 Result<std::unique_ptr<RemoteSession>> RemoteSession::Fork() {
   LOCKSTEP_RETURN_IF_ERROR(EndRelay());
-  LOCKSTEP_RETURN_IF_ERROR(coordinator_.health());
-  const uint64_t child = coordinator_.NewSessionId();
-  coordinator_.Post(child, wire::MarshalMessage(wire::Fork{child, id()}), false);
+  LOCKSTEP_RETURN_IF_ERROR(link_.health());
+  const uint64_t child = link_.NewSessionId();
+  link_.Post(child, wire::MarshalMessage(wire::Fork{child, id()}), false);
   wire::SessionOpen open = open_;
   open.session_id = child;
-  auto forked = std::make_unique<RemoteSession>(coordinator_, open, length_, sampling_, epoch_);
+  auto forked = std::make_unique<RemoteSession>(link_, open, sampling_, epoch_);
   forked->step_ = step_;
-  forked->fed_ = fed_;
-  forked->ops_ = ops_;
+  forked->history_ = history_;
   return forked;
 }
 

@@ -1,5 +1,5 @@
 // RemoteSession::FeedAndChooseAll: one round of several sessions' steps.
-#include "coordinator/coordinator.h"
+#include "coordinator/remote_session.h"
 
 #include <bit>
 #include <optional>
@@ -14,14 +14,14 @@ namespace {
 struct Sent {
   const RemoteSession::BatchedStep* step = nullptr;
   uint32_t request = 0;
-  std::future<Coordinator::ReplyResult> reply;
+  std::future<SessionLink::ReplyResult> reply;
 };
 
 }  // namespace
 
 bool RemoteSession::CanJoinRound(const StepContext& ctx) {
-  if (coordinator_.ship_logits() || relay_.left > 0 || ahead_ > 0) return false;
-  if (coordinator_.epoch() != epoch_ || !coordinator_.AwaitRecovery().ok()) return false;
+  if (link_.ship_logits() || relay_.left > 0 || ahead_ > 0) return false;
+  if (link_.epoch() != epoch_ || !link_.AwaitRecovery().ok()) return false;
   return std::bit_cast<uint32_t>(ctx.sampling.temperature) ==
              std::bit_cast<uint32_t>(sampling_.temperature) &&
          ctx.sampling.top_k == sampling_.top_k &&
@@ -31,11 +31,11 @@ bool RemoteSession::CanJoinRound(const StepContext& ctx) {
 
 Result<StepOutcome> RemoteSession::FinishRound(std::span<const uint32_t> tokens,
                                                const StepContext& ctx,
-                                               Coordinator::ReplyResult reply) {
+                                               SessionLink::ReplyResult reply) {
   timeline::Mark(timeline::Event::kCoordinatorResolved, 0, id(), step_ - 1);
   if (!reply.ok()) {
     // A recovery meanwhile: the step goes again, alone, after a rebuild.
-    if (coordinator_.epoch() != epoch_) return FeedAndChoose(tokens, ctx);
+    if (link_.epoch() != epoch_) return FeedAndChoose(tokens, ctx);
     return reply.status();
   }
   auto* got = std::get_if<wire::StepResult>(&*reply);
@@ -43,9 +43,7 @@ Result<StepOutcome> RemoteSession::FinishRound(std::span<const uint32_t> tokens,
     return CorruptError("session " + std::to_string(id()) +
                         ": the last stage sent logits where a step result was asked for");
   }
-  fed_.insert(fed_.end(), tokens.begin(), tokens.end());
-  ops_.push_back(Op{false, static_cast<uint32_t>(tokens.size()), 0});
-  length_ += static_cast<uint32_t>(tokens.size());
+  history_.Fed(tokens);
   return Outcome(std::move(*got), ctx);
 }
 
@@ -59,15 +57,15 @@ void RemoteSession::FeedAndChooseAll(std::span<const BatchedStep> steps) {
       alone.push_back(&b);
       continue;
     }
-    wire::TokenInput in = s.NextInput(b.tokens, s.length_);
+    wire::TokenInput in = s.NextInput(b.tokens, s.history_.length());
     in.handoff = wire::ChainHandoff{b.ctx->step, b.ctx->chain->Export()};
     timeline::Mark(timeline::Event::kCoordinatorRequest, 0, s.id(), in.step);
     sent.push_back({&b, in.step,
-                    s.coordinator_.Request(s.id(), in.step, wire::MarshalMessage(in))});
+                    s.link_.Request(s.id(), in.step, wire::MarshalMessage(in), 0)});
   }
   for (Sent& x : sent) {
     RemoteSession& s = *x.step->session;
-    Coordinator::ReplyResult reply = s.coordinator_.Await(std::move(x.reply), s.id(), x.request);
+    SessionLink::ReplyResult reply = s.link_.Await(std::move(x.reply), s.id(), x.request);
     Result<StepOutcome> o = s.FinishRound(x.step->tokens, *x.step->ctx, std::move(reply));
     *x.step->status = o.status();
     if (o.ok()) *x.step->out = *o;

@@ -92,8 +92,7 @@ Status ServeSharded(const ServeOptions& o) {
   ClusterConfig cfg = *o.cluster;
   cfg.model_dir = o.model_dir;
   LOCKSTEP_ASSIGN_OR_RETURN(lockstep::ModelInfo model, InspectModelDir(o.model_dir, cfg.pins));
-  zmq::context_t context(1);
-  LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg, model));
+  LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(cfg, model));
   std::vector<StageInfo> stages;
   for (const WorkerInfo& w : coordinator->workers()) {
     stages.push_back(StageInfo{w.endpoint, w.spec.lo, w.spec.hi});

@@ -12,6 +12,7 @@
 #include "engine/step_outcome.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
+#include "worker/step_rules.h"
 #ifdef LOCKSTEP_FAULT_INJECTION
 #include "worker/bit_flip.h"
 #endif
@@ -19,17 +20,8 @@
 namespace lockstep {
 namespace {
 
-// Steps a TokenInput or HiddenFrame asks the pipeline to relay after it.
-template <typename M>
-uint32_t RelayOf(const M& m) {
-  return m.handoff ? m.handoff->relay : 0;
-}
-
-// "session S step T", for errors (built only when one is reported).
-template <typename M>
-std::string StepName(const M& m) {
-  return "session " + std::to_string(m.session_id) + " step " + std::to_string(m.step);
-}
+using step_rules::RelayOf;
+using step_rules::StepName;
 
 SamplingParams FromWire(const wire::Sampling& w) {
   return SamplingParams{std::bit_cast<float>(w.temperature_bits), w.top_k,
@@ -351,7 +343,7 @@ Status StageHost::OnOpen(const wire::SessionOpen& m) {
 }
 
 void StageHost::ReserveHint(const wire::SessionOpen& m, KvCache& cache) {
-  const uint32_t max = MaxPositions(Limits{}, stage_->config().max_position_embeddings);
+  const uint32_t max = max_positions();
   const uint64_t want = max > 0 ? std::min(m.reserve_positions, max) : m.reserve_positions;
   // A hint only: never past the model's positions or the KV budget.
   if (want == 0 || !CheckKvBudget(want, [] { return std::string(); }).ok()) return;
@@ -367,10 +359,8 @@ Status StageHost::OnEvict(const wire::Evict& m) {
 
 Status StageHost::CheckNotRelaying(uint64_t session_id, const char* what) const {
   auto it = sessions_.find(session_id);
-  if (it == sessions_.end() || it->second.relay_left == 0) return Status::Ok();
-  return InvalidError(std::string(what) + " of session " + std::to_string(session_id) +
-                      " while " + std::to_string(it->second.relay_left) +
-                      " relayed step(s) of it are still to come");
+  if (it == sessions_.end()) return Status::Ok();
+  return step_rules::CheckNotRelaying(session_id, it->second.relay, what);
 }
 
 bool StageHost::IsStaleRelay(const wire::Message& m) const {
@@ -381,39 +371,11 @@ bool StageHost::IsStaleRelay(const wire::Message& m) const {
 }
 
 Status StageHost::CheckRelay(const Session& s, const wire::TokenInput& m) const {
-  if (m.relayed) {
-    if (m.token_ids.size() != 1) {
-      return InvalidError(StepName(m) + ": a relayed step feeds one token, not " +
-                          std::to_string(m.token_ids.size()));
-    }
-    if (s.relay_left == 0) {
-      return InvalidError(StepName(m) + ": relayed by the last stage, but the session has no "
-                                        "relayed step to come");
-    }
-    if (m.step != s.relay_next_step || uint64_t{RelayOf(m)} + 1 != s.relay_left) {
-      return InvalidError(StepName(m) + " relayed with " + std::to_string(RelayOf(m)) +
-                          " to follow, but the session expects step " +
-                          std::to_string(s.relay_next_step) + " with " +
-                          std::to_string(s.relay_left - 1) + " to follow");
-    }
-    return Status::Ok();
-  }
-  if (s.relay_left > 0) {
-    return InvalidError(StepName(m) + ": a step from the coordinator while " +
-                        std::to_string(s.relay_left) +
-                        " relayed step(s) of the session are still to come");
-  }
-  const uint32_t relay = RelayOf(m);
-  if (relay == 0) return Status::Ok();
-  const uint32_t max = MaxPositions(Limits{}, stage_->config().max_position_embeddings);
-  const uint64_t reach = uint64_t{m.first_position} + m.token_ids.size() + relay;
-  if (max > 0 && reach > max) {
-    return InvalidError("limit max_positions: " + StepName(m) + " and the " +
-                        std::to_string(relay) + " relayed after it reach " +
-                        std::to_string(reach) + " positions, over the model's " +
-                        std::to_string(max) + " (max_position_embeddings)");
-  }
-  return Status::Ok();
+  return step_rules::CheckRelay(s.relay, m, max_positions());
+}
+
+uint32_t StageHost::max_positions() const {
+  return MaxPositions(Limits{}, stage_->config().max_position_embeddings);
 }
 
 Status StageHost::OnFork(const wire::Fork& m) {
@@ -433,27 +395,14 @@ Status StageHost::OnFork(const wire::Fork& m) {
 }
 
 Status StageHost::CheckPosition(const Session& s, uint32_t first_position, size_t n) const {
-  if (first_position != s.cache.size()) {
-    return InvalidError("first_position " + std::to_string(first_position) +
-                        " does not follow this stage's cache of " +
-                        std::to_string(s.cache.size()) + " entries");
-  }
   // Before any work: the model's position bound (base/limits.h).
-  const uint32_t max = MaxPositions(Limits{}, stage_->config().max_position_embeddings);
-  if (max > 0 && uint64_t{first_position} + n > max) {
-    return InvalidError("limit max_positions: positions up to " +
-                        std::to_string(uint64_t{first_position} + n) + " asked, over the model's " +
-                        std::to_string(max) + " (max_position_embeddings)");
-  }
-  return Status::Ok();
+  return step_rules::CheckPosition(static_cast<uint32_t>(s.cache.size()), first_position, n,
+                                   max_positions());
 }
 
 uint64_t StageHost::kv_entry_bytes() const {
   if (!stage_) return 0;
-  const ModelConfig& c = stage_->config();
-  const uint64_t width = uint64_t(c.num_kv_heads) * uint64_t(c.head_dim);
-  return uint64_t{assign_.layer_hi - assign_.layer_lo} * width * 3 * sizeof(float) +
-         sizeof(int64_t);
+  return step_rules::KvEntryBytes(stage_->config(), assign_.layer_hi - assign_.layer_lo);
 }
 
 uint64_t StageHost::kv_entries() const {
@@ -464,12 +413,10 @@ uint64_t StageHost::kv_entries() const {
 
 Status StageHost::CheckKvBudget(uint64_t entries,
                                 const std::function<std::string()>& what) const {
-  const uint64_t per = kv_entry_bytes();
-  const uint64_t held = kv_entries() + batch_entries_;
-  if (per == 0 || kv_budget_ / per >= held + entries) return Status::Ok();
-  const uint64_t asked = (held + entries) > UINT64_MAX / per ? UINT64_MAX : (held + entries) * per;
-  return OverLimit(ErrorKind::kOverloaded, "kv_bytes_per_worker",
-                   what() + " (KV bytes of all sessions on " + Who() + ")", asked, kv_budget_);
+  return step_rules::CheckKvBudget(kv_entry_bytes(), kv_entries() + batch_entries_, entries,
+                                   kv_budget_, [&] {
+                                     return what() + " (KV bytes of all sessions on " + Who() + ")";
+                                   });
 }
 
 Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
@@ -481,10 +428,7 @@ Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
   LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(m.token_ids.size(), [&m] { return StepName(m); }));
   LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
   trace_.Clear();
-  if (m.relayed || RelayOf(m) > 0) {
-    s->relay_left = RelayOf(m);
-    s->relay_next_step = m.step + 1;
-  }
+  if (m.relayed || RelayOf(m) > 0) s->relay = {RelayOf(m), m.step + 1};
   *in = Input{s,          m.session_id, m.step,     m.first_position, m.token_ids.size(),
               &m.handoff, m.no_output,  RelayOf(m)};
   return Status::Ok();

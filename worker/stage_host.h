@@ -53,6 +53,7 @@
 #include "engine/step_outcome.h"
 #include "wire/frame_pool.h"
 #include "wire/messages.h"
+#include "worker/step_rules.h"
 
 namespace lockstep {
 
@@ -152,8 +153,7 @@ class StageHost {
     SamplingParams sampling;  // how the last stage chooses this session's tokens
     bool trace = false;       // report per-layer digests with every step
     Status failed;  // sticky: every later request of the session reports it
-    uint32_t relay_left = 0;       // first stage: relayed steps still to come
-    uint32_t relay_next_step = 0;  // first stage: the request number the next one carries
+    step_rules::RelayState relay;  // first stage: the relayed steps still to come
   };
 
   // An Assign of the stage already loaded (same model, hashes, layers,
@@ -225,6 +225,8 @@ class StageHost {
   std::vector<Digest> TraceOf(const Input& in) const;
   // first_position follows the cache, and the n positions fit the model.
   Status CheckPosition(const Session& s, uint32_t first_position, size_t n) const;
+  // The model's position bound (base/limits.h; 0: none).
+  uint32_t max_positions() const;
   // Ok when `entries` more (plus those reserved by the batch being
   // gathered) fit the KV budget.
   // `what` names the request, built only for the error.

@@ -6,8 +6,7 @@
 
 #include "base/step_timeline.h"
 #include "engine/ops/fp_env.h"
-#include "wire/endpoint.h"
-#include "wire/self_endpoint.h"
+#include "worker/admission.h"
 
 namespace lockstep {
 namespace {
@@ -304,33 +303,7 @@ Status Worker::AdmitAssign(const wire::Incoming& in, const wire::Assign& a) {
   const auto now = std::chrono::steady_clock::now();
   const bool connected = policy_.MustProbeHolder(peer, now) && HolderConnected();
   LOCKSTEP_RETURN_IF_ERROR(policy_.AdmitAssign(peer, connected, now));
-  if (a.layer_lo >= a.layer_hi) {
-    return InvalidError("assignment refused: empty layer range [" + std::to_string(a.layer_lo) +
-                        "," + std::to_string(a.layer_hi) + ")");
-  }
-  if (a.is_last != a.next_hop.empty()) {
-    return InvalidError("assignment refused: the last stage has no next hop and every other "
-                        "stage has one");
-  }
-  if (!a.next_hop.empty() && wire::ReachesListener(a.next_hop, endpoint_)) {
-    return InvalidError("assignment refused: its next hop " + a.next_hop +
-                        " is this worker itself (a forwarding loop)");
-  }
-  const bool self = !a.ring_hop.empty() && wire::ReachesListener(a.ring_hop, endpoint_);
-  if (!a.ring_hop.empty() && (!a.is_last || a.is_first || self)) {
-    return InvalidError("assignment refused: only the last of two or more stages relays to "
-                        "the first (ring hop " + a.ring_hop + ")");
-  }
-  // Links are checked now, not when first used: a refused Assign gets its
-  // error and nothing else (no Hello, no AssignAck).
-  if (!a.next_hop.empty()) {
-    LOCKSTEP_RETURN_IF_ERROR(
-        CheckLink(a.next_hop, a.next_hop_key, "next stage").WithContext("assignment refused"));
-  }
-  if (!a.ring_hop.empty()) {
-    return CheckLink(a.ring_hop, a.ring_hop_key, "first stage").WithContext("assignment refused");
-  }
-  return Status::Ok();
+  return admission::CheckAssign(a, endpoint_, options_.transport.security.insecure);
 }
 
 bool Worker::HolderConnected() {
@@ -344,24 +317,10 @@ bool Worker::HolderConnected() {
 Status Worker::Admit(const wire::Incoming& in, PeerRole role, const wire::Message& m) {
   if (auto* a = std::get_if<wire::Assign>(&m)) return AdmitAssign(in, *a);
   LOCKSTEP_RETURN_IF_ERROR(policy_.Admit(PeerId{in.peer, in.peer_key}, role, m));
-  const Limits& l = options_.limits;
-  const auto* t = std::get_if<wire::TokenInput>(&m);
-  if (t != nullptr) {
-    return CheckLimit(ErrorKind::kInvalid, "max_prompt_tokens",
-                      "session " + std::to_string(t->session_id) + " step " + std::to_string(t->step),
-                      t->token_ids.size(), l.max_prompt_tokens);
-  }
   bool has = false;
   const uint64_t id = StageHost::SessionOf(m, &has);
-  if ((std::holds_alternative<wire::SessionOpen>(m) || std::holds_alternative<wire::Fork>(m)) &&
-      !open_sessions_.count(id)) {
-    const uint64_t limit = std::min<uint64_t>(l.sessions_per_worker, l.sessions_per_coordinator);
-    return CheckLimit(ErrorKind::kOverloaded,
-                      l.sessions_per_worker <= l.sessions_per_coordinator ? "sessions_per_worker"
-                                                                          : "sessions_per_coordinator",
-                      "a new session", open_sessions_.size() + 1, limit);
-  }
-  return Status::Ok();
+  return admission::CheckLimits(m, options_.limits, open_sessions_.size(),
+                                has && open_sessions_.count(id) > 0);
 }
 
 void Worker::ReplyError(const std::string& peer, const Status& st, std::optional<uint64_t> session) {
@@ -466,12 +425,7 @@ void Worker::ReportToCoordinator(const Status& st, std::optional<uint64_t> sessi
 
 Status Worker::CheckLink(const std::string& endpoint, const std::string& key,
                          const std::string& what) const {
-  Status st = wire::ValidateEndpoint(endpoint, wire::EndpointUse::kConnect);
-  if (st.ok() && key.empty() && !options_.transport.security.insecure &&
-      !wire::IsInprocEndpoint(endpoint)) {
-    st = InvalidError("the assignment names no CURVE key for the " + what);
-  }
-  return st.WithContext(what + " " + endpoint);
+  return admission::CheckLink(endpoint, key, what, options_.transport.security.insecure);
 }
 
 Result<wire::Client> Worker::ConnectStage(const std::string& endpoint, const std::string& key,

@@ -218,7 +218,6 @@ class Worker {
   std::atomic<uint64_t> batched_rows_{0};
   std::atomic<uint64_t> compute_nanos_{0};  // the StageHost's, as of the last Publish
   uint64_t bytes_to_next_ = 0;              // I/O thread only
-  uint64_t heartbeat_seq_ = 0;
 };
 
 }  // namespace lockstep

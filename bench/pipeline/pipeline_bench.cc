@@ -39,6 +39,8 @@
 #include <thread>
 #include <vector>
 
+#include <zmq.hpp>
+
 #include "coordinator/coordinator.h"
 #include "engine/ops/fp_env.h"
 #include "runtime/checked_decode.h"

@@ -19,7 +19,8 @@ HiddenFrame MakeFrame(uint32_t seq) {
   std::mt19937 rng(1);
   std::vector<uint32_t> bits(size_t{seq} * kWidth);
   for (auto& b : bits) b = rng();
-  HiddenFrame f{1, 2, 3, seq, kWidth, 15, std::vector<float>(bits.size())};
+  HiddenFrame f{1,           2,     3, seq, kWidth, 15, std::vector<float>(bits.size()),
+                std::nullopt, false, {}};
   std::memcpy(f.payload.data(), bits.data(), bits.size() * 4);
   return f;
 }

@@ -11,14 +11,19 @@
 namespace lockstep::ops {
 namespace {
 
+// Every lane. The zero-masked forms of shifts and conversions under it are
+// the plain instructions; gcc 12 flags the plain intrinsics' undefined
+// source operand as used uninitialized (-Wuninitialized).
+constexpr __mmask16 kAll = 0xFFFF;
+
 __m512 Set(uint32_t bits) { return _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(bits))); }
 
 // LdexpExact (§6.2.1) in every lane; k holds integral values.
 __m512 Ldexp16(__m512 x, __m512i k) {
   const __m512i bits = _mm512_castps_si512(x);
-  const __m512i e = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(bits, 23), _mm512_set1_epi32(0xFF)), k);
+  const __m512i e = _mm512_add_epi32(_mm512_and_si512(_mm512_maskz_srli_epi32(kAll, bits, 23), _mm512_set1_epi32(0xFF)), k);
   const __m512i keep = _mm512_and_si512(bits, _mm512_set1_epi32(static_cast<int>(~(0xFFu << 23))));
-  __m512 out = _mm512_castsi512_ps(_mm512_or_si512(keep, _mm512_slli_epi32(e, 23)));
+  __m512 out = _mm512_castsi512_ps(_mm512_or_si512(keep, _mm512_maskz_slli_epi32(kAll, e, 23)));
   const __m512i inf = _mm512_or_si512(_mm512_and_si512(bits, _mm512_set1_epi32(static_cast<int>(0x80000000u))),
                                       _mm512_set1_epi32(0x7F800000));
   out = _mm512_mask_mov_ps(out, _mm512_cmple_epi32_mask(e, _mm512_setzero_si512()), _mm512_setzero_ps());
@@ -30,7 +35,7 @@ __m512 Ldexp16(__m512 x, __m512i k) {
 __m512 Exp16(__m512 x) {
   const __m512 t = _mm512_mul_ps(x, Set(kExpLog2e));
   const __m512 z0 = _mm512_add_ps(t, _mm512_set1_ps(0.5f));
-  __m512 k = _mm512_cvtepi32_ps(_mm512_cvttps_epi32(z0));  // FloorSmall
+  __m512 k = _mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvttps_epi32(kAll, z0));  // FloorSmall
   k = _mm512_mask_sub_ps(k, _mm512_cmp_ps_mask(k, z0, _CMP_GT_OQ), k, _mm512_set1_ps(1.0f));
   const __m512 r0 = _mm512_sub_ps(x, _mm512_mul_ps(k, Set(kExpC1)));
   const __m512 r = _mm512_sub_ps(r0, _mm512_mul_ps(k, Set(kExpC2)));
@@ -38,7 +43,7 @@ __m512 Exp16(__m512 x) {
   __m512 poly = Set(kExpP[0]);
   for (int i = 1; i <= 5; ++i) poly = _mm512_add_ps(_mm512_mul_ps(poly, r), Set(kExpP[i]));
   const __m512 result = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(poly, r2), r), _mm512_set1_ps(1.0f));
-  __m512 out = Ldexp16(result, _mm512_cvttps_epi32(k));
+  __m512 out = Ldexp16(result, _mm512_maskz_cvttps_epi32(kAll, k));
   out = _mm512_mask_mov_ps(out, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-88.0f), _CMP_LT_OQ), _mm512_setzero_ps());
   out = _mm512_mask_mov_ps(out, _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_GT_OQ),
                            _mm512_castsi512_ps(_mm512_set1_epi32(0x7F800000)));

@@ -94,7 +94,8 @@ for entry in $matrix; do
   case $cc in gcc) cxx=g++ ;; clang) cxx=clang++ ;; *) echo "FAIL: unknown compiler $cc"; exit 1 ;; esac
   tree="$work/$cc$opt"
   CC=$cc CXX=$cxx cmake -S "$src" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Matrix \
-    -DCMAKE_CXX_FLAGS="$opt" -DCMAKE_C_FLAGS="$opt" -DLOCKSTEP_BUILD_BENCH=OFF >/dev/null
+    -DCMAKE_CXX_FLAGS="$opt" -DCMAKE_C_FLAGS="$opt" -DLOCKSTEP_BUILD_BENCH=OFF \
+    -DLOCKSTEP_WERROR=OFF >/dev/null
   start=$SECONDS
   cmake --build "$tree" --target digest_probe -j"$(nproc)" >/dev/null
   echo "$cc $opt: built in $((SECONDS - start)) s"

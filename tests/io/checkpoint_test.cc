@@ -211,7 +211,9 @@ void CollectEveryTensor(const Checkpoint& c, const std::vector<std::string>& nam
     out.seen[i].assign(t.info->nbytes, 0);
     const uint64_t unit = t.info->shape.size() == 2 ? t.info->nbytes / t.info->shape[0] : 0;
     out.sinks.push_back({t, unit, [&out, i, unit](uint64_t at, std::span<const uint8_t> b) {
-                           if (unit != 0) EXPECT_EQ(b.size() % unit, 0u);
+                           if (unit != 0) {
+                             EXPECT_EQ(b.size() % unit, 0u);
+                           }
                            std::copy(b.begin(), b.end(), out.bytes[i].begin() + at);
                            for (size_t k = 0; k < b.size(); ++k) out.seen[i][at + k] += 1;
                          }});

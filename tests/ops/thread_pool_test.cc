@@ -51,8 +51,8 @@ TEST(ThreadPool, ForEachInRunsCoversEveryItemOnce) {
         std::vector<std::atomic<int>> hits(n);
         ForEachInRuns(pool->get(), n, [&](size_t i) {
           if (i % 7 == static_cast<size_t>(round) % 7) {  // a slow item: others steal meanwhile
-            for (volatile int spin = 0; spin < 2000; ++spin) {
-            }
+            volatile int sink = 0;  // the loop is not optimised away
+            for (int spin = 0; spin < 2000; ++spin) sink = sink + spin;
           }
           hits[i].fetch_add(1);
         });

@@ -144,7 +144,9 @@ TEST(ClusterConfig, ShippedExampleConfigsParse) {
                                dir + "/" + name);
     auto c = LoadClusterConfig(dir + "/" + name);
     EXPECT_TRUE(c.ok()) << name << ": " << c.status().ToString();
-    if (c.ok()) EXPECT_EQ(c->worker_keys.size(), 3u) << name;
+    if (c.ok()) {
+      EXPECT_EQ(c->worker_keys.size(), 3u) << name;
+    }
   }
   std::filesystem::remove_all(dir);
 }

@@ -42,7 +42,8 @@ TEST(HostileFrames, AHiddenFrameFromAPeerThatIsNotUpstreamIsRefused) {
   auto attacker = wire::Client::Connect(context, cfg.workers[1], "attacker", o);
   ASSERT_TRUE(attacker.ok()) << attacker.status().ToString();
   const uint32_t hidden = static_cast<uint32_t>((*c)->model_config().hidden_size);
-  wire::HiddenFrame frame{1, 0, 0, 1, hidden, 2, std::vector<float>(hidden, 0.5f), std::nullopt};
+  wire::HiddenFrame frame{1, 0, 0, 1, hidden, 2, std::vector<float>(hidden, 0.5f), std::nullopt,
+                          false, {}};
   ASSERT_TRUE(attacker->Send(wire::MarshalHidden(frame)).ok());
   auto in = attacker->Receive(5s);
   ASSERT_TRUE(in.ok()) << in.status().ToString();

@@ -53,7 +53,9 @@ class RelayRules : public TwoStages {
     if (e == nullptr) return "";
     // A refused step runs nowhere; a refused control message still travels
     // on, so the later stages stay in step.
-    if (std::holds_alternative<wire::TokenInput>(m)) EXPECT_FALSE(forwarded);
+    if (std::holds_alternative<wire::TokenInput>(m)) {
+      EXPECT_FALSE(forwarded);
+    }
     return e->message;
   }
 

@@ -99,7 +99,9 @@ TEST_F(WorkerStepAlloc, RelayedDecodeStepsAllocateNothing) {
     Count(counted, [&] { last_.Handle(hidden, &out_); });
     ASSERT_EQ(out_.size(), step + 1 < kSteps ? 2u : 1u);
     // The next step goes out before the StepResult: it is what is awaited.
-    if (step + 1 < kSteps) EXPECT_EQ(out_[0].to, Outgoing::To::kFirstStage);
+    if (step + 1 < kSteps) {
+      EXPECT_EQ(out_[0].to, Outgoing::To::kFirstStage);
+    }
     std::vector<wire::Message> relayed = TakeAll(&out_, Outgoing::To::kFirstStage, &pool_);
     const wire::Message reply = TakeAll(&out_, Outgoing::To::kCoordinator, &pool_).at(0);
     const auto* r = std::get_if<wire::StepResult>(&reply);

@@ -40,9 +40,10 @@ std::vector<Bytes> SeedCorpus() {
   std::vector<Bytes> seeds;
   for (auto [seq, hidden] : {std::pair{1u, 576u}, std::pair{3u, 8u}, std::pair{1u, 1u}}) {
     seeds.push_back(MarshalHidden(
-        {11, 2, 5, seq, hidden, 9, RandomFloats(size_t{seq} * hidden, rng)}));
+        {11, 2, 5, seq, hidden, 9, RandomFloats(size_t{seq} * hidden, rng), std::nullopt, false,
+         {}}));
   }
-  seeds.push_back(MarshalLogits({4, 1, 16, RandomFloats(16, rng)}));
+  seeds.push_back(MarshalLogits({4, 1, 16, RandomFloats(16, rng), {}}));
   Hello hello;
   hello.worker_id = "w0";
   hello.isa = "scalar";
@@ -53,8 +54,9 @@ std::vector<Bytes> SeedCorpus() {
   assign.next_hop = "tcp://127.0.0.1:5555";
   seeds.push_back(MarshalMessage(assign));
   seeds.push_back(MarshalMessage(AssignAck{1, 2, 3}));
-  seeds.push_back(MarshalMessage(SessionOpen{1, {WindowSpec::Kind::kPerLayer, 0, {1, 2, 3}}}));
-  seeds.push_back(MarshalMessage(TokenInput{TokenInput::Phase::kPrefill, 1, 0, 0, {1, 2, 3}}));
+  seeds.push_back(MarshalMessage(SessionOpen{1, {WindowSpec::Kind::kPerLayer, 0, {1, 2, 3}}, {}}));
+  seeds.push_back(
+      MarshalMessage(TokenInput{TokenInput::Phase::kPrefill, 1, 0, 0, {1, 2, 3}, std::nullopt}));
   seeds.push_back(MarshalMessage(Evict{1, 2, 3}));
   seeds.push_back(MarshalMessage(Fork{2, 1}));
   seeds.push_back(MarshalMessage(Release{1}));
@@ -67,9 +69,9 @@ std::vector<Bytes> SeedCorpus() {
   const ChainHandoff handoff{3, chain.Export()};
   seeds.push_back(
       MarshalMessage(TokenInput{TokenInput::Phase::kDecode, 1, 4, 9, {7}, handoff}));
-  seeds.push_back(MarshalHidden({11, 4, 9, 1, 8, 2, RandomFloats(8, rng), handoff}));
+  seeds.push_back(MarshalHidden({11, 4, 9, 1, 8, 2, RandomFloats(8, rng), handoff, false, {}}));
   seeds.push_back(MarshalMessage(StepResult{1, 4, 77, Sha256(std::string_view("l")),
-                                            chain.Export()}));
+                                            chain.Export(), {}}));
   return seeds;
 }
 

@@ -93,23 +93,23 @@ TEST(MessagesTest, SmallMessagesRoundTrip) {
 }
 
 TEST(MessagesTest, SessionOpenWindowsRoundTrip) {
-  SessionOpen full = RoundTrip(SessionOpen{1, {}});
+  SessionOpen full = RoundTrip(SessionOpen{1, {}, {}});
   EXPECT_EQ(full.window.kind, WindowSpec::Kind::kFull);
 
-  SessionOpen global{2, {WindowSpec::Kind::kGlobal, 4096, {}}};
+  SessionOpen global{2, {WindowSpec::Kind::kGlobal, 4096, {}}, {}};
   SessionOpen g = RoundTrip(global);
   EXPECT_EQ(g.session_id, 2u);
   EXPECT_EQ(g.window.kind, WindowSpec::Kind::kGlobal);
   EXPECT_EQ(g.window.global, 4096u);
 
-  SessionOpen per{3, {WindowSpec::Kind::kPerLayer, 0, {0, 512, 0, 512}}};
+  SessionOpen per{3, {WindowSpec::Kind::kPerLayer, 0, {0, 512, 0, 512}}, {}};
   SessionOpen p = RoundTrip(per);
   EXPECT_EQ(p.window.kind, WindowSpec::Kind::kPerLayer);
   EXPECT_EQ(p.window.per_layer, (std::vector<uint32_t>{0, 512, 0, 512}));
 }
 
 TEST(MessagesTest, TokenInputKeepsPhase) {
-  TokenInput prefill{TokenInput::Phase::kPrefill, 5, 0, 0, {1, 2, 3, 49151}};
+  TokenInput prefill{TokenInput::Phase::kPrefill, 5, 0, 0, {1, 2, 3, 49151}, std::nullopt};
   Frame frame = MarshalMessage(prefill);
   Result<Message> parsed = ParseMessage(frame);
   ASSERT_TRUE(parsed.ok());
@@ -118,7 +118,7 @@ TEST(MessagesTest, TokenInputKeepsPhase) {
   EXPECT_EQ(out.phase, TokenInput::Phase::kPrefill);
   EXPECT_EQ(out.token_ids, prefill.token_ids);
 
-  TokenInput decode{TokenInput::Phase::kDecode, 5, 4, 4, {42}};
+  TokenInput decode{TokenInput::Phase::kDecode, 5, 4, 4, {42}, std::nullopt};
   TokenInput d = RoundTrip(decode);
   EXPECT_EQ(d.phase, TokenInput::Phase::kDecode);
   EXPECT_EQ(d.step, 4u);
