@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <zmq.hpp>
+
 #include "runtime/checked_decode.h"
 #include "runtime/worker_processes.h"
 #include "wire/hidden_frame.h"

@@ -423,8 +423,10 @@ Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
   if (!assign_.is_first) return InvalidError("token input sent to a stage that is not first");
   if (m.token_ids.empty()) return InvalidError("token input without tokens");
   LOCKSTEP_ASSIGN_OR_RETURN(Session * s, Find(m.session_id));
-  LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.token_ids.size()));
+  // Who may send this step before where it goes: a relayed step the session
+  // does not expect is refused as such even when its position is stale too.
   LOCKSTEP_RETURN_IF_ERROR(CheckRelay(*s, m));
+  LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.token_ids.size()));
   LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(m.token_ids.size(), [&m] { return StepName(m); }));
   LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
   trace_.Clear();

@@ -232,6 +232,18 @@ TEST_F(HostilePeers, TheLastStageSendsTheFirstOnlyTheRelayedStepsItExpects) {
          return wire::Message(t);
        },
        "has no relayed step to come"},
+      {"the same at a position the session has passed (refused for what it is, not where)",
+       [&](uint64_t id) {
+         wire::TokenInput t;
+         t.session_id = id;
+         t.step = 1;
+         t.first_position = static_cast<uint32_t>(req.prompt.size()) - 1;
+         t.token_ids = {9};
+         t.handoff = wire::ChainHandoff{1, WitnessChain((*c)->seed(), req.prompt).Export(), 0};
+         t.relayed = true;
+         return wire::Message(t);
+       },
+       "has no relayed step to come"},
       {"a Release", [](uint64_t id) { return wire::Message(wire::Release{id}); },
        "it sends the first stage only relayed steps"},
   };
