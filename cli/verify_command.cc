@@ -75,7 +75,8 @@ Status Verify(const VerifyOptions& o) {
   const std::string& where = re.where;
   const DecodeResult& again = re.result;
   std::cout << "artifacts             = match the receipt\n"
-            << "recomputed            = " << where << ", " << again.generated.size() << " steps\n";
+            << "recomputed            = " << where << ", " << again.generated.size()
+            << " steps by teacher forcing\n";
   if (!r.trace.empty()) {
     std::cout << "trace                 = " << r.trace[0].size()
               << " layer digests per step, compared\n";
