@@ -79,6 +79,7 @@ Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const Model
     lo.workers = o.workers;
     lo.window = r.window;
     lo.ship_logits = o.ship_logits;
+    lo.compute = o.compute;
     lo.trace = traced;
     lo.decode = TeacherForcing(r, model.config.vocab_size);
     LOCKSTEP_ASSIGN_OR_RETURN(LoopbackRun lr, RunOnLoopback(lo, model, pins, req));
@@ -88,6 +89,7 @@ Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const Model
   }
   LocalRunOptions local;
   local.window = r.window;
+  local.compute = o.compute;
   local.runs = 1;
   local.trace = traced;
   local.decode = TeacherForcing(r, model.config.vocab_size);
