@@ -213,15 +213,12 @@ Status RunSharded(const RunOptions& o) {
   runtime::LoopbackOptions loopback{o.model_dir, o.workers, o.plan, o.window, o.compute,
                                     o.single_run ? 1 : 2, o.ship_logits, o.trace};
   LOCKSTEP_ASSIGN_OR_RETURN(loopback.plan_balance, ParsePlanBalance(o.plan_balance));
-  SpeculativeStats stats;
-  loopback.decode = DecoderFor(o, &stats);
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr,
                             runtime::RunOnLoopback(loopback, model, p.pins, req));
   RunReport report =
       NewReport(o, req, std::move(lr.run.result), model.Seed(), model.files, p.signer);
   report.plan = lr.plan;
   report.notes = std::move(lr.notes);
-  if (o.speculative) report.notes.push_back(SpeculativeNote(stats));
   report.workers = std::move(lr.stages);
   report.timings = {{"decode_ms_per_token_sharded", lr.run.decode_ms_per_token}};
   if (o.compare_monolithic) {
@@ -240,6 +237,10 @@ Status RunSharded(const RunOptions& o) {
 
 int RunRunCommand(const RunOptions& o) {
   const bool sharded = o.workers != 0 || !o.plan.empty();
+  if (sharded && o.speculative) {  // workers would check the rows one step at a time: slower
+    return ExitStatus("run", InvalidError("--speculative decodes monolithically (not with "
+                                          "--workers or --plan yet)"));
+  }
   return ExitStatus("run", sharded ? RunSharded(o) : RunMonolithic(o));
 }
 

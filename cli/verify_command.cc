@@ -77,6 +77,9 @@ Status Verify(const VerifyOptions& o) {
   std::cout << "artifacts             = match the receipt\n"
             << "recomputed            = " << where << ", " << again.generated.size()
             << " steps by teacher forcing\n";
+  if (re.decode_s > 0) {  // a measurement, not part of the verdict
+    std::cout << "recompute_s           = " << re.decode_s << " (weights loaded)\n";
+  }
   if (!r.trace.empty()) {
     std::cout << "trace                 = " << r.trace[0].size()
               << " layer digests per step, compared\n";

@@ -9,26 +9,32 @@
 namespace lockstep {
 namespace {
 
-// When to propose: off for `skip` steps after a fully rejected pass.
-class OffSwitch {
+// How many tokens to propose: none for `skip` steps after a fully rejected
+// pass (the skip doubling while rejections go on); otherwise a budget that
+// doubles after a fully kept pass and shrinks to one past the kept run
+// after a partly kept one, so rows that would be thrown away are not fed.
+class ProposalPolicy {
  public:
-  bool Propose() {
-    if (skip_ == 0) return true;
+  explicit ProposalPolicy(uint32_t max) : max_(max), budget_(std::min<uint32_t>(2, max)) {}
+  uint32_t Next() {
+    if (skip_ == 0) return budget_;
     --skip_;
-    return false;
+    return 0;
   }
-  void Observe(size_t proposed, size_t accepted) {
+  void Observe(size_t proposed, size_t kept) {
     if (proposed == 0) return;
-    if (accepted > 0) {
-      backoff_ = 1;
-    } else {
+    if (kept == 0) {
       skip_ = backoff_;
       backoff_ = std::min(2 * backoff_, kMaxBackoff);
+      budget_ = 1;
+      return;
     }
+    backoff_ = 1;
+    budget_ = kept == proposed ? std::min(2 * budget_, max_) : static_cast<uint32_t>(kept) + 1;
   }
 
  private:
-  uint32_t skip_ = 0, backoff_ = 1;
+  uint32_t max_, budget_, skip_ = 0, backoff_ = 1;
 };
 
 }  // namespace
@@ -47,12 +53,12 @@ Result<DecodeResult> RunSpeculativeDecode(StepBackend& backend, const DecodeRequ
   StepContext ctx{0, req.sampling, &chain, &sampling, &logits};
   std::vector<uint32_t> history = req.prompt, proposals, feed;
   RowSteps rows;
-  OffSwitch off;
+  ProposalPolicy policy(o.max_proposals);
   for (uint32_t step = 0; step < req.gen;) {
     const uint32_t room = SegmentEnd(req, step) - step;  // rows past the first
     proposals.clear();
-    if (room > 0 && off.Propose()) {
-      ProposeByLookup(history, std::min(room, o.max_proposals), o.max_ngram, &proposals);
+    if (const uint32_t budget = std::min(room, policy.Next()); budget > 0) {
+      ProposeByLookup(history, budget, o.max_ngram, &proposals);
     }
     if (step == 0) {
       feed = req.prompt;
@@ -74,7 +80,7 @@ Result<DecodeResult> RunSpeculativeDecode(StepBackend& backend, const DecodeRequ
     const size_t kept = rows.steps.size() - 1;  // proposals kept
     st.proposed += proposals.size();
     st.accepted += kept;
-    off.Observe(proposals.size(), kept);
+    policy.Observe(proposals.size(), kept);
     for (const StepOutcome& s : rows.steps) {
       out.generated.push_back(s.token);
       out.logits_sha256.push_back(s.logits_sha256);

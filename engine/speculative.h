@@ -10,11 +10,14 @@
 // a step with evictions scheduled after it, nor the last step, so the KV
 // state every row sees and the largest cache length are plain decoding's.
 //
-// Proposals switch off adaptively: after a pass whose proposals were all
-// rejected the next `backoff` steps run plain (one FeedAndChoose), backoff
-// doubling up to kMaxBackoff while rejections go on and resetting when a
-// proposal is kept; a step with no proposal is a plain step. So a workload
-// the proposer cannot guess costs about what plain decoding does.
+// Proposals adapt: a pass proposes at most a budget of tokens (2 at
+// first), doubled up to max_proposals after a pass that kept them all,
+// cut to one past the kept run after a pass that kept some. After a pass
+// whose proposals were all rejected the next `backoff` steps run plain (one
+// FeedAndChoose), backoff doubling up to kMaxBackoff while rejections go on
+// and resetting when a proposal is kept; a step with no proposal is a
+// plain step. So a workload the proposer cannot guess costs about what
+// plain decoding does.
 // Thread-compatible, as the backend.
 #pragma once
 

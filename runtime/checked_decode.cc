@@ -20,6 +20,7 @@ Result<TimedResult> DecodeChecked(const BackendFactory& open, const DecodeReques
     out.decode_steps = timed.steps();
     out.first_token = timed.first_feed_done().value_or(out.started);
     out.first_token_cpu_s = timed.first_feed_done_cpu_s();
+    out.finished = TimedBackend::Clock::now();
   }
   if (runs == 2) {
     LOCKSTEP_ASSIGN_OR_RETURN(std::unique_ptr<StepBackend> backend, open());

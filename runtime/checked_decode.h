@@ -23,6 +23,7 @@ struct TimedResult {
   int decode_steps = 0;            // single-token Feeds timed
   TimedBackend::Clock::time_point started;      // just before the first backend opened
   TimedBackend::Clock::time_point first_token;  // the first Feed returned
+  TimedBackend::Clock::time_point finished;     // the first run's decode returned
   double first_token_cpu_s = 0;                 // process CPU seconds then
 };
 

@@ -1,5 +1,6 @@
 #include "runtime/recompute.h"
 
+#include <chrono>
 #include <zmq.hpp>
 
 #include "base/limits.h"
@@ -95,6 +96,7 @@ Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const Model
   local.decode = TeacherForcing(r, model.config.vocab_size);
   LOCKSTEP_ASSIGN_OR_RETURN(TimedResult mono, RunMonolithic(model, req, local));
   out.where = "monolithic";
+  out.decode_s = std::chrono::duration<double>(mono.finished - mono.started).count();
   out.result = std::move(mono.result);
   return out;
 }

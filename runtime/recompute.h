@@ -31,6 +31,7 @@ struct RecomputeOptions {
 struct Recomputed {
   DecodeResult result;
   std::string where;  // how it ran, for the report
+  double decode_s = 0;  // monolithic: wall seconds of the recomputation, weights loaded (else 0)
 };
 
 Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const ModelPins& pins,

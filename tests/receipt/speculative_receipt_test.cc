@@ -1,7 +1,7 @@
 // `lockstep run --speculative` writes the receipt plain decoding writes,
 // byte for byte, except options.speculative (which no digest covers):
-// greedy, sampled, windowed, evicting and traced runs, monolithic and on
-// two loopback workers; and verify accepts it.
+// greedy, sampled, windowed, evicting and traced runs; and verify accepts
+// it (also on two loopback workers). Sharded runs refuse --speculative.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -33,7 +33,6 @@ TEST(SpeculativeReceipt, EqualsThePlainReceiptByteForByte) {
       {"--gen", "40", "--temperature", "0.8", "--top-k", "20", "--seed", "9"},
       {"--gen", "36", "--window", "5", "--evict", "1:2@3", "--evict", "0:1@20"},
       {"--gen", "24", "--trace", "--evict", "2:3@10"},
-      {"--gen", "24", "--workers", "2", "--evict", "1:1@4"},
   };
   int n = 0;
   for (const auto& c : cases) {
@@ -52,15 +51,20 @@ TEST(SpeculativeReceipt, EqualsThePlainReceiptByteForByte) {
     EXPECT_FALSE(receipts[0]["options"].contains("speculative"));
     EXPECT_EQ(receipts[1]["options"]["speculative"], "prompt-lookup");
     receipts[1]["options"].erase("speculative");
-    for (json& j : receipts) {
-      j.erase("timings");  // measurements, never compared
-      j.erase("workers");  // loopback workers: fresh endpoints and keys every run
-    }
+    for (json& j : receipts) j.erase("timings");  // measurements, never compared
     EXPECT_EQ(CanonicalBytes(receipts[1]), CanonicalBytes(receipts[0]));
-    auto v = RunCli({"verify", dir + "/r" + std::to_string(n) + "s.json", "--model", dir + "/m"});
-    EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+    for (const char* workers : {"0", "2"}) {
+      auto v = RunCli({"verify", dir + "/r" + std::to_string(n) + "s.json", "--model", dir + "/m",
+                       "--workers", workers});
+      EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+    }
     ++n;
   }
+  std::vector<std::string> sharded = base;
+  sharded.insert(sharded.end(), {"--gen", "4", "--workers", "2", "--speculative"});
+  auto refused = RunCli(sharded);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("--speculative decodes monolithically"), std::string::npos) << refused.err;
   std::filesystem::remove_all(dir);
 }
 
