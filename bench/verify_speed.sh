@@ -3,8 +3,10 @@
 # writes a greedy receipt of GEN tokens, then `lockstep verify` checks it
 # (teacher forcing), both with THREADS threads, ROUNDS rounds (the order
 # alternates each round). Prints each round's wall seconds and run's
-# decode_ms_per_token, the medians, the median ratio run/verify and the
-# load. Both wall times include loading and hashing the weights.
+# decode_ms_per_token, verify's recompute_s (its recomputation alone, the
+# weights loaded), the medians, the median ratios run/verify (wall) and
+# run decode / verify recompute (GEN x decode_ms_per_token over recompute_s:
+# the engine's share, without the weight load both pay) and the load.
 # Usage: bench/verify_speed.sh LOCKSTEP MODEL_DIR [ROUNDS=3] [THREADS=2] [GEN=256]
 set -euo pipefail
 L=$1; M=$2; N=${3:-3}; T=${4:-2}; G=${5:-256}
@@ -21,21 +23,23 @@ run_once() {
   echo "$(echo "$t1 - $t0" | bc) $ms"
 }
 verify_once() {
-  local t0 t1
+  local t0 t1 out
   t0=$(now)
-  "$L" verify "$R/r.json" --model "$M" --threads "$T" | grep -q '^VERIFIED$'
+  out=$("$L" verify "$R/r.json" --model "$M" --threads "$T")
   t1=$(now)
-  echo "$t1 - $t0" | bc
+  grep -q '^VERIFIED$' <<<"$out"
+  echo "$(echo "$t1 - $t0" | bc) $(awk '/^recompute_s/ {print $3}' <<<"$out")"
 }
-runs=(); verifies=(); ratios=()
+runs=(); verifies=(); ratios=(); engine=()
 for i in $(seq 1 "$N"); do
   if [ $((i % 2)) -eq 1 ]; then r=$(run_once); v=$(verify_once); else
     [ -f "$R/r.json" ] || run_once >/dev/null
     v=$(verify_once); r=$(run_once); fi
-  rs=${r%% *}
-  echo "round $i run_s $rs run_decode_ms_per_token ${r##* } verify_s $v ratio $(echo "scale=2; $rs / $v" | bc)"
-  runs+=("$rs"); verifies+=("$v"); ratios+=("$(echo "scale=3; $rs / $v" | bc)")
+  rs=${r%% *}; ms=${r##* }; vs=${v%% *}; rc=${v##* }
+  e=$(echo "scale=3; $G * $ms / 1000 / $rc" | bc)
+  echo "round $i run_s $rs run_decode_ms_per_token $ms verify_s $vs recompute_s $rc wall_ratio $(echo "scale=2; $rs / $vs" | bc) engine_ratio $e"
+  runs+=("$rs"); verifies+=("$vs"); ratios+=("$(echo "scale=3; $rs / $vs" | bc)"); engine+=("$e")
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "median run_s $(med "${runs[@]}") verify_s $(med "${verifies[@]}") run/verify $(med "${ratios[@]}")"
+echo "median run_s $(med "${runs[@]}") verify_s $(med "${verifies[@]}") wall run/verify $(med "${ratios[@]}") engine run/verify $(med "${engine[@]}")"
 uptime
