@@ -49,6 +49,7 @@ Result<nlohmann::json> MakeReceipt(const RunReport& r) {
   in.workers = r.workers;
   in.compared_with_monolithic = r.compared_with_monolithic;
   in.timings = r.timings;
+  in.speculative = r.speculative;
   nlohmann::json j = receipt::BuildReceipt(in);
   if (r.signer != nullptr) LOCKSTEP_RETURN_IF_ERROR(receipt::SignReceipt(&j, *r.signer));
   return j;

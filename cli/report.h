@@ -32,6 +32,7 @@ struct RunReport {
   SamplingParams sampling;  // greedy unless temperature > 0
   std::vector<receipt::WorkerEntry> workers;
   std::vector<std::pair<std::string, double>> timings;
+  bool speculative = false;  // options.speculative (not in any digest)
   const keys::Identity* signer = nullptr;  // signs the receipt when set
 };
 

@@ -7,6 +7,7 @@
 #include "base/limits.h"
 #include "cli/exit_status.h"
 #include "cli/report.h"
+#include "engine/speculative.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "runtime/cluster_run.h"
 #include "runtime/compare.h"
@@ -38,6 +39,9 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   run->add_flag("--compare-monolithic", o.compare_monolithic,
                 "Also run monolithically; fail unless every digest is equal");
   AddReceiptOptions(run, o);
+  run->add_flag("--speculative", o.speculative,
+                "Exact speculative decoding: prompt-lookup proposals checked several per pass "
+                "(the same tokens, digests and receipt; options.speculative says so)");
   run->add_flag("--single-run", o.single_run,
                 "Decode once: skip the §12.4 same-process double run (the default doubles the time)");
   run->add_option("--temperature", o.sampling.temperature,
@@ -125,6 +129,26 @@ Result<DecodeRequest> BuildRequest(const RunOptions& o, int max_position_embeddi
 
 namespace {
 
+// The decoder `run` uses: plain (empty) or speculative, counting into *stats
+// (the last decode's: the §12.4 second run repeats the first).
+runtime::Decoder DecoderFor(const RunOptions& o, SpeculativeStats* stats) {
+  if (!o.speculative) return {};
+  return [stats](StepBackend& backend, const DecodeRequest& req, const WitnessSeed& seed) {
+    *stats = {};
+    return RunSpeculativeDecode(backend, req, seed, SpeculativeOptions{}, stats);
+  };
+}
+
+std::string SpeculativeNote(const SpeculativeStats& s) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "speculative           = %llu of %llu proposed tokens kept (%.1f%%), %llu multi-row steps",
+                static_cast<unsigned long long>(s.accepted), static_cast<unsigned long long>(s.proposed),
+                s.proposed ? 100.0 * static_cast<double>(s.accepted) / static_cast<double>(s.proposed) : 0.0,
+                static_cast<unsigned long long>(s.passes));
+  return buf;
+}
+
 // The report's fields every run shares.
 RunReport NewReport(const RunOptions& o, const DecodeRequest& req, DecodeResult result,
                     const WitnessSeed& seed, const ModelFiles& files,
@@ -137,6 +161,7 @@ RunReport NewReport(const RunOptions& o, const DecodeRequest& req, DecodeResult 
   report.evictions = req.evictions;
   report.sampling = req.sampling;
   report.signer = signer ? &*signer : nullptr;
+  report.speculative = o.speculative;
   return report;
 }
 
@@ -170,10 +195,13 @@ Status RunMonolithic(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(Prepared p, Prepare(o));
   LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, p.pins));
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req, RequestFor(o, model));
-  const runtime::LocalRunOptions local{o.window, o.compute, o.single_run ? 1 : 2, o.trace};
+  SpeculativeStats stats;
+  const runtime::LocalRunOptions local{o.window, o.compute, o.single_run ? 1 : 2, o.trace,
+                                       DecoderFor(o, &stats)};
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult run, runtime::RunMonolithic(model, req, local));
   RunReport report = NewReport(o, req, std::move(run.result), model.Seed(), model.files, p.signer);
   report.notes = {MsNote(run.decode_ms_per_token, "monolithic")};  // human only: --json stays reproducible
+  if (o.speculative) report.notes.push_back(SpeculativeNote(stats));
   return PrintReport(report, o.json, std::cout, o.receipt_path);
 }
 
@@ -209,6 +237,10 @@ Status RunSharded(const RunOptions& o) {
 
 int RunRunCommand(const RunOptions& o) {
   const bool sharded = o.workers != 0 || !o.plan.empty();
+  if (sharded && o.speculative) {  // workers would check the rows one step at a time: slower
+    return ExitStatus("run", InvalidError("--speculative decodes monolithically (not with "
+                                          "--workers or --plan yet)"));
+  }
   return ExitStatus("run", sharded ? RunSharded(o) : RunMonolithic(o));
 }
 

@@ -35,6 +35,7 @@ struct RunOptions {
   SamplingParams sampling;   // --temperature/--top-k/--top-p/--seed; default greedy
   bool ship_logits = false;  // --ship-logits: logits to the coordinator (sharded runs)
   bool trace = false;        // --trace: per-layer hidden-state digests in the receipt
+  bool speculative = false;  // --speculative: exact speculative decoding (same bits)
 };
 
 // Registers --receipt, --sign-key and --trace on a decoding subcommand.

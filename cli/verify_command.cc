@@ -70,12 +70,16 @@ Status Verify(const VerifyOptions& o) {
   pins.tokenizer = r.seed.tokenizer_sha256;
   pins.config = r.seed.config_sha256;
   pins.name = o.receipt_path;
-  const runtime::RecomputeOptions how{o.model_dir, o.workers, o.config, o.ship_logits};
+  const runtime::RecomputeOptions how{o.model_dir, o.workers, o.config, o.ship_logits, o.compute};
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::Recomputed re, runtime::RecomputeReceipt(r, pins, how));
   const std::string& where = re.where;
   const DecodeResult& again = re.result;
   std::cout << "artifacts             = match the receipt\n"
-            << "recomputed            = " << where << ", " << again.generated.size() << " steps\n";
+            << "recomputed            = " << where << ", " << again.generated.size()
+            << " steps by teacher forcing\n";
+  if (re.decode_s > 0) {  // a measurement, not part of the verdict
+    std::cout << "recompute_s           = " << re.decode_s << " (weights loaded)\n";
+  }
   if (!r.trace.empty()) {
     std::cout << "trace                 = " << r.trace[0].size()
               << " layer digests per step, compared\n";
@@ -96,6 +100,12 @@ CLI::App* AddVerifyCommand(CLI::App& app, VerifyOptions& o) {
   workers->excludes(config);
   c->add_flag("--ship-logits", o.ship_logits, "Send every step's logits to the coordinator, which chooses the token (same digests)");
   c->add_option("--trust", o.trust, "Require a signature by this key (.pub file or 64 hex)");
+  c->add_option("--isa", o.compute.isa, "Kernels: scalar|avx2|avx512|neon|auto (every worker's too)")
+      ->default_val("auto");
+  c->add_option("--threads", o.compute.threads,
+                "Compute threads, including the caller (every worker's too)")
+      ->default_val(1)
+      ->check(CLI::Range(1, 256));
   return c;
 }
 

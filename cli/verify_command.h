@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "engine/model_loader.h"
+
 namespace lockstep::cli {
 
 struct VerifyOptions {
@@ -19,6 +21,7 @@ struct VerifyOptions {
   std::string config;
   std::string trust;  // a key file (.pub or secret) or 64 hex characters
   bool ship_logits = false;  // recompute with logits sent to the coordinator
+  ComputeOptions compute;    // --isa/--threads: here and on every loopback worker
 };
 
 CLI::App* AddVerifyCommand(CLI::App& app, VerifyOptions& opts);

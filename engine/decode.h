@@ -43,6 +43,8 @@ struct StepContext {
   std::vector<float>* logits = nullptr;   // [vocab] buffer, likewise
 };
 
+struct RowSteps;  // engine/row_step.h
+
 class StepBackend {
  public:
   virtual ~StepBackend() = default;
@@ -62,6 +64,11 @@ class StepBackend {
   // relays them without a round trip through its coordinator). A caller
   // that breaks the promise costs time, never bits. Default: ignored.
   virtual void ExpectChainedSteps(uint32_t steps) { (void)steps; }
+  // Several steps in one call: feeds `tokens`, the rows of the last `rows`
+  // being steps ctx.step, ctx.step+1, ... (the contract: engine/row_step.h).
+  // Default: one FeedAndChoose per step.
+  virtual Status FeedRows(std::span<const uint32_t> tokens, uint32_t rows, const StepContext& ctx,
+                          RowSteps* out);
   // Removes cache entries [from, from+count) on every layer.
   virtual Status Evict(uint32_t from, uint32_t count) = 0;
   virtual uint32_t CacheLength() const = 0;

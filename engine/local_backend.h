@@ -2,7 +2,10 @@
 // layer (a monolithic run) over its own KvCache and ForwardScratch. This is
 // the path `lockstep run` and `lockstep bench` both time: with the cache
 // reserved for the whole decode, a decode step (Feed of one token)
-// allocates nothing once the prefill has sized the scratch.
+// allocates nothing once the prefill has sized the scratch. FeedRows
+// computes its rows kRowsPerPass at a time (one pass over the weights per
+// chunk, logits of at most kRowsPerPass rows held), so a multi-row step of
+// any length needs no more memory than a decode of it plus those rows.
 // `stage` must outlive the backend. Thread-compatible.
 #pragma once
 
@@ -11,6 +14,8 @@
 #include "engine/decode.h"
 #include "engine/kv_cache.h"
 #include "engine/layer_trace.h"
+#include "engine/row_step.h"
+#include "engine/row_step_trace.h"
 #include "engine/stage.h"
 
 namespace lockstep {
@@ -28,7 +33,11 @@ class LocalBackend final : public StepBackend {
   // Feed, then ChooseAndWitness with its two digests on the stage's pool.
   Result<StepOutcome> FeedAndChoose(std::span<const uint32_t> tokens,
                                     const StepContext& ctx) override;
+  // Rows computed together, kRowsPerPass per pass (engine/row_step.h).
+  Status FeedRows(std::span<const uint32_t> tokens, uint32_t rows, const StepContext& ctx,
+                  RowSteps* out) override;
   Status Evict(uint32_t from, uint32_t count) override;
+  static constexpr size_t kRowsPerPass = 32;
   uint32_t CacheLength() const override { return static_cast<uint32_t>(cache_.size()); }
 
   // Records, from the next Feed on, the per-layer hidden-state digests
@@ -53,6 +62,14 @@ class LocalBackend final : public StepBackend {
   ForwardScratch scratch_;
   std::vector<float> hidden_;  // [n][hidden]
   LayerTrace trace_;           // the last Feed's digests when tracing
+  bool tracing_ = false;
+  RowStepTrace row_trace_;     // FeedRows' digests when tracing
+  std::vector<float> row_logits_;  // [<= kRowsPerPass][vocab]
+
+  // FeedRows' tokens [at, end) in one pass; `first`: the first step row's
+  // index in tokens. Sets *ended when a step's token differs from the next.
+  Status FeedPass(std::span<const uint32_t> tokens, size_t at, size_t end, size_t first,
+                  const StepContext& ctx, RowSteps* out, bool* ended);
 };
 
 }  // namespace lockstep

@@ -46,7 +46,8 @@ Result<ClusterConfig> LoopbackConfig(const LoopbackOptions& o, const ModelInfo& 
 }  // namespace
 
 Result<ClusterRun> RunOnCluster(Coordinator& coordinator, const DecodeRequest& req,
-                                std::optional<int> window, int runs, bool trace) {
+                                std::optional<int> window, int runs, bool trace,
+                                const Decoder& decode) {
   if (!window) window = req.window;  // the request's own, unless overridden
   const BackendFactory open = [&]() -> Result<std::unique_ptr<StepBackend>> {
     const uint32_t reserve =
@@ -56,7 +57,7 @@ Result<ClusterRun> RunOnCluster(Coordinator& coordinator, const DecodeRequest& r
     return std::unique_ptr<StepBackend>(std::move(session));
   };
   const WireStats before = coordinator.stats();
-  LOCKSTEP_ASSIGN_OR_RETURN(TimedResult decoded, DecodeChecked(open, req, coordinator.seed(), runs));
+  LOCKSTEP_ASSIGN_OR_RETURN(TimedResult decoded, DecodeChecked(open, req, coordinator.seed(), runs, decode));
   const WireStats after = coordinator.stats();
   ClusterRun out;
   out.result = std::move(decoded.result);
@@ -130,7 +131,7 @@ Result<LoopbackRun> RunOnLoopback(const LoopbackOptions& o, const ModelInfo& mod
   LoopbackRun out;
   {
     LOCKSTEP_ASSIGN_OR_RETURN(auto coordinator, Coordinator::Start(context, cfg, model));
-    LOCKSTEP_ASSIGN_OR_RETURN(out.run, RunOnCluster(*coordinator, req, o.window, o.runs, o.trace));
+    LOCKSTEP_ASSIGN_OR_RETURN(out.run, RunOnCluster(*coordinator, req, o.window, o.runs, o.trace, o.decode));
     out.notes = ClusterNotes(*coordinator, out.run);
     out.plan = coordinator->plan_text();
     out.stages = ReceiptWorkers(*coordinator);

@@ -14,6 +14,7 @@
 #include "coordinator/coordinator.h"
 #include "engine/model_loader.h"
 #include "receipt/receipt.h"
+#include "runtime/checked_decode.h"
 #include "runtime/worker_processes.h"
 
 namespace lockstep::runtime {
@@ -25,11 +26,12 @@ struct ClusterRun {
   double wire_bytes_per_token = 0;  // coordinator <-> workers, per generated token
 };
 
-// RunDecode through sessions of `coordinator`; runs: 2 (§12.4) or 1.
-// window: overrides req.window when set.
+// A decode (RunDecode, or `decode`) through sessions of `coordinator`;
+// runs: 2 (§12.4) or 1. window: overrides req.window when set.
 // trace: every stage reports its layers' digests (DecodeResult::layer_digests).
 Result<ClusterRun> RunOnCluster(Coordinator& coordinator, const DecodeRequest& req,
-                                std::optional<int> window, int runs = 2, bool trace = false);
+                                std::optional<int> window, int runs = 2, bool trace = false,
+                                const Decoder& decode = {});
 
 // The receipt's list of a cluster's stages (endpoint, layer range, pinned
 // CURVE public key when the links are authenticated).
@@ -48,6 +50,7 @@ struct LoopbackOptions {
   bool ship_logits = false;   // logits to the coordinator (ClusterConfig::ship_logits)
   bool trace = false;         // per-layer digests (RunOnCluster)
   PlanBalance plan_balance = PlanBalance::kMemory;  // what an automatic plan balances
+  Decoder decode{};           // empty: RunDecode (checked_decode.h)
 };
 
 // A loopback run: its result and what the report shows of the cluster.

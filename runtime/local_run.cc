@@ -8,7 +8,7 @@ namespace lockstep::runtime {
 
 Result<TimedResult> DecodeOnStage(const Stage& stage, const WitnessSeed& seed,
                                   const DecodeRequest& req, std::optional<int> window, int runs,
-                                  bool trace) {
+                                  bool trace, const Decoder& decode) {
   const size_t positions = req.prompt.size() + req.gen;
   if (!window) window = req.window;  // the request's own, unless overridden
   const BackendFactory open = [&]() -> Result<std::unique_ptr<StepBackend>> {
@@ -17,7 +17,7 @@ Result<TimedResult> DecodeOnStage(const Stage& stage, const WitnessSeed& seed,
     if (trace) backend->EnableTrace();
     return std::unique_ptr<StepBackend>(std::move(backend));
   };
-  return DecodeChecked(open, req, seed, runs);
+  return DecodeChecked(open, req, seed, runs, decode);
 }
 
 Result<TimedResult> RunMonolithic(OpenModel& model, const DecodeRequest& req,
@@ -25,7 +25,7 @@ Result<TimedResult> RunMonolithic(OpenModel& model, const DecodeRequest& req,
   const StageSpec all{0, model.config.num_layers, true, true};
   LOCKSTEP_ASSIGN_OR_RETURN(LoadedStage stage, LoadStage(model, all, o.compute));
   if (!stage.weight_cache_note.empty()) std::cerr << "lockstep: " << stage.weight_cache_note << "\n";
-  return DecodeOnStage(*stage, model.Seed(), req, o.window, o.runs, o.trace);
+  return DecodeOnStage(*stage, model.Seed(), req, o.window, o.runs, o.trace, o.decode);
 }
 
 }  // namespace lockstep::runtime

@@ -17,13 +17,14 @@ struct LocalRunOptions {
   ComputeOptions compute;     // kernels and threads: the same bits for every choice
   int runs = 2;               // 2: the §12.4 check; 1: decode once
   bool trace = false;         // per-layer digests in DecodeResult::layer_digests
+  Decoder decode{};           // empty: RunDecode (checked_decode.h)
 };
 
 // REQUIRES: stage holds every layer (first and last). `stage` must outlive the call.
 // window: overrides req.window when set.
 Result<TimedResult> DecodeOnStage(const Stage& stage, const WitnessSeed& seed,
                                   const DecodeRequest& req, std::optional<int> window, int runs,
-                                  bool trace = false);
+                                  bool trace = false, const Decoder& decode = {});
 
 // LoadStage(model, every layer, o.compute), then DecodeOnStage.
 Result<TimedResult> RunMonolithic(OpenModel& model, const DecodeRequest& req,

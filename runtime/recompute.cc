@@ -1,9 +1,11 @@
 #include "runtime/recompute.h"
 
+#include <chrono>
 #include <zmq.hpp>
 
 #include "base/limits.h"
 #include "coordinator/coordinator.h"
+#include "engine/teacher_forcing.h"
 #include "runtime/cluster_run.h"
 #include "runtime/local_run.h"
 
@@ -20,6 +22,13 @@ Status CheckSeed(const receipt::ParsedReceipt& r, const WitnessSeed& here) {
                          ", this model and build " + ToHex(here.inv_freq_table_digest));
   }
   return Status::Ok();
+}
+
+// The receipt's decode by teacher forcing its tokens (engine/teacher_forcing.h).
+Decoder TeacherForcing(const receipt::ParsedReceipt& r, int vocab) {
+  return [&r, vocab](StepBackend& backend, const DecodeRequest& req, const WitnessSeed& seed) {
+    return TeacherForce(backend, req, r.generated, static_cast<uint32_t>(vocab), seed);
+  };
 }
 
 }  // namespace
@@ -42,7 +51,9 @@ Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const Model
     LOCKSTEP_RETURN_IF_ERROR(CheckSeed(r, coordinator->seed()));
     req.max_positions = MaxPositions(Limits{}, coordinator->model_config().max_position_embeddings);
     LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req).WithContext("receipt"));
-    LOCKSTEP_ASSIGN_OR_RETURN(ClusterRun run, RunOnCluster(*coordinator, req, r.window, 2, traced));
+    const Decoder decode = TeacherForcing(r, coordinator->model_config().vocab_size);
+    LOCKSTEP_ASSIGN_OR_RETURN(ClusterRun run,
+                              RunOnCluster(*coordinator, req, r.window, 2, traced, decode));
     out.where = "cluster " + o.config + " (plan " + coordinator->plan_text() + ")";
     out.result = std::move(run.result);
     return out;
@@ -69,7 +80,9 @@ Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const Model
     lo.workers = o.workers;
     lo.window = r.window;
     lo.ship_logits = o.ship_logits;
+    lo.compute = o.compute;
     lo.trace = traced;
+    lo.decode = TeacherForcing(r, model.config.vocab_size);
     LOCKSTEP_ASSIGN_OR_RETURN(LoopbackRun lr, RunOnLoopback(lo, model, pins, req));
     out.where = std::to_string(o.workers) + " loopback workers (plan " + lr.plan + ")";
     out.result = std::move(lr.run.result);
@@ -77,10 +90,13 @@ Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const Model
   }
   LocalRunOptions local;
   local.window = r.window;
+  local.compute = o.compute;
   local.runs = 1;
   local.trace = traced;
+  local.decode = TeacherForcing(r, model.config.vocab_size);
   LOCKSTEP_ASSIGN_OR_RETURN(TimedResult mono, RunMonolithic(model, req, local));
   out.where = "monolithic";
+  out.decode_s = std::chrono::duration<double>(mono.finished - mono.started).count();
   out.result = std::move(mono.result);
   return out;
 }

@@ -1,0 +1,71 @@
+// Shared by the teacher-forcing and speculative tests: the decode requests
+// every kind of receipt the tests produce (greedy, sampled, windowed,
+// evictions, long enough to cross LocalBackend's row passes, traced), the
+// backends that run them, and an exact comparison of two results.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/decode.h"
+#include "engine/local_backend.h"
+
+namespace lockstep::testing {
+
+struct DecodeCase {
+  std::string name;
+  DecodeRequest req;
+  int window = 0;
+  bool trace = false;
+};
+
+inline std::vector<DecodeCase> DecodeCases() {
+  auto req = [](std::vector<uint32_t> prompt, uint32_t gen) {
+    DecodeRequest r;
+    r.prompt = std::move(prompt);
+    r.gen = gen;
+    return r;
+  };
+  std::vector<uint32_t> repeat;  // a prompt that repeats a phrase
+  for (int i = 0; i < 6; ++i) repeat.insert(repeat.end(), {17, 4, 99, 250, 3});
+  std::vector<uint32_t> long_prompt;  // more rows than one pass holds
+  for (uint32_t i = 0; i < 45; ++i) long_prompt.push_back((i * 29 + 7) % 300);
+  std::vector<DecodeCase> cases = {
+      {"greedy", req({3, 1, 4, 1, 5}, 12)},
+      {"repeating", req(repeat, 40)},
+      {"long", req(long_prompt, 70)},
+      {"window", req(repeat, 30), 6},
+      {"evictions", req({9, 8, 7, 6, 5, 4}, 24)},
+      {"traced", req({2, 7, 1, 8}, 10), 0, true},
+      {"traced_evictions", req(repeat, 20), 5, true},
+      {"sampled", req(repeat, 30)},
+      {"sampled_topk_evictions", req({5, 5, 6, 6}, 26)},
+  };
+  cases[4].req.evictions = {{1, 2, 3}, {0, 1, 3}, {4, 5, 10}, {2, 1, 23}};
+  cases[6].req.evictions = {{3, 4, 6}};
+  cases[7].req.sampling = {0.7f, 0, 1.0f, 42};
+  cases[8].req.sampling = {1.3f, 12, 0.9f, 7};
+  cases[8].req.evictions = {{0, 3, 5}, {1, 1, 6}, {2, 2, 17}};
+  return cases;
+}
+
+inline std::unique_ptr<LocalBackend> OpenBackend(const Stage& stage, const DecodeCase& c) {
+  auto b = std::make_unique<LocalBackend>(stage, c.req.prompt.size() + c.req.gen);
+  EXPECT_TRUE(b->SetWindow(c.window).ok());
+  if (c.trace) b->EnableTrace();
+  return b;
+}
+
+inline void ExpectSameResult(const DecodeResult& a, const DecodeResult& b) {
+  EXPECT_EQ(a.prompt, b.prompt);
+  EXPECT_EQ(a.generated, b.generated);
+  EXPECT_EQ(a.logits_sha256, b.logits_sha256);
+  EXPECT_EQ(a.layer_digests, b.layer_digests);
+  EXPECT_EQ(a.argmax_digest, b.argmax_digest);
+  EXPECT_EQ(a.cis2_ref, b.cis2_ref);
+}
+
+}  // namespace lockstep::testing
