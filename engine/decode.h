@@ -111,6 +111,13 @@ struct DecodeResult {
 // `verify`, the coordinator).
 Status ValidateDecodeRequest(const DecodeRequest& req);
 
+// The last step of the run of steps that starts at `step` with no
+// eviction in between: the first eviction step >= step, or req.gen - 1.
+uint32_t SegmentEnd(const DecodeRequest& req, uint32_t step);
+
+// Applies, in order, every eviction req schedules after step `step`.
+Status ApplyEvictionsAfter(StepBackend& backend, const DecodeRequest& req, uint32_t step);
+
 Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,
                                const WitnessSeed& seed);
 

@@ -3,19 +3,6 @@
 #include <algorithm>
 
 namespace lockstep {
-namespace {
-
-// Steps after `step` that feed the previous token with no eviction between:
-// up to the first step >= `step` that evicts, or the last step.
-uint32_t ChainedAfter(const DecodeRequest& req, uint32_t step) {
-  uint32_t end = req.gen - 1;
-  for (const EvictSpec& e : req.evictions) {
-    if (e.step >= step) end = std::min(end, e.step);
-  }
-  return end - step;
-}
-
-}  // namespace
 
 DecodeSession::DecodeSession(StepBackend& backend, const DecodeRequest& req,
                              const WitnessSeed& seed, StopRule stop, size_t cached)
@@ -67,15 +54,11 @@ Status DecodeSession::Chose(size_t n, const StepOutcome& o) {
 }
 
 Status DecodeSession::ApplyEvictions(uint32_t step) {
-  for (const EvictSpec& e : req_.evictions) {
-    if (e.step != step) continue;
-    promise_due_ = true;
-    if (Status st = backend_.Evict(e.from, e.count); !st.ok()) {
-      return st.WithContext("--evict " + std::to_string(e.from) + ":" + std::to_string(e.count) +
-                            "@" + std::to_string(e.step));
-    }
+  if (std::any_of(req_.evictions.begin(), req_.evictions.end(),
+                  [step](const EvictSpec& e) { return e.step == step; })) {
+    promise_due_ = true;  // the chain of relayed steps breaks here
   }
-  return Status::Ok();
+  return ApplyEvictionsAfter(backend_, req_, step);
 }
 
 bool DecodeSession::Stops(uint32_t token) const {
@@ -94,7 +77,7 @@ Status DecodeSession::Step(size_t prompt_budget) {
     return Status::Ok();
   }
   const StepContext& ctx = Context();
-  if (promise_due_) backend_.ExpectChainedSteps(ChainedAfter(req_, ctx.step));
+  if (promise_due_) backend_.ExpectChainedSteps(SegmentEnd(req_, ctx.step) - ctx.step);
   promise_due_ = false;
   LOCKSTEP_ASSIGN_OR_RETURN(const StepOutcome o, backend_.FeedAndChoose(tokens, ctx));
   return Chose(tokens.size(), o);

@@ -58,24 +58,4 @@ RowsChosen ChooseRows(std::span<const float> logits, size_t m, std::span<const u
   return r;
 }
 
-uint32_t SegmentEnd(const DecodeRequest& req, uint32_t step) {
-  uint32_t end = req.gen - 1;
-  for (const EvictSpec& e : req.evictions) {
-    if (e.step >= step) end = std::min(end, e.step);
-  }
-  return end;
-}
-
-Status ApplyEvictionsAfter(StepBackend& backend, const DecodeRequest& req, uint32_t step) {
-  for (const EvictSpec& e : req.evictions) {
-    if (e.step != step) continue;
-    Status st = backend.Evict(e.from, e.count);
-    if (!st.ok()) {
-      return st.WithContext("--evict " + std::to_string(e.from) + ":" + std::to_string(e.count) +
-                            "@" + std::to_string(e.step));
-    }
-  }
-  return Status::Ok();
-}
-
 }  // namespace lockstep

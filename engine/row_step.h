@@ -66,11 +66,4 @@ RowsChosen ChooseRows(std::span<const float> logits, size_t m, std::span<const u
                       const StepContext& ctx, uint32_t first_step, std::vector<StepOutcome>* out,
                       ops::ThreadPool* pool);
 
-// The last step of the run of steps that starts at `step` with no
-// eviction in between: the first eviction step >= step, or req.gen - 1.
-uint32_t SegmentEnd(const DecodeRequest& req, uint32_t step);
-
-// Applies, in order, every eviction req schedules after step `step`.
-Status ApplyEvictionsAfter(StepBackend& backend, const DecodeRequest& req, uint32_t step);
-
 }  // namespace lockstep

@@ -234,7 +234,7 @@ TEST_P(EvictTest, DecodeDriverEvictionsEqualTheReference) {
       {{1, 2, 0}, {3, 1, 5}, {0, 3, 7}},  // survivors move
   };
   for (const auto& evictions : schedules) {
-    DecodeRequest req{Tokens(*m_, 7, 9), 10, evictions, 0, {}};
+    DecodeRequest req{Tokens(*m_, 7, 9), 10, evictions, 0, {}, std::nullopt};
     LocalBackend x(*m_->stage);
     auto r = RunDecode(x, req, m_->open.Seed());
     ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -453,7 +453,7 @@ TEST(EvictErrors, BadSpansAreInvalidAndLeaveTheCacheUnchanged) {
   // Through the backend and the decode driver, with the flag named.
   EXPECT_EQ(b.Evict(4, 3).kind(), ErrorKind::kInvalid);
   EXPECT_TRUE(SameSnapshot(Snapshot(c), before));
-  DecodeRequest req{Tokens(*m, 4, 14), 3, {{2, 9, 1}}, 0, {}};
+  DecodeRequest req{Tokens(*m, 4, 14), 3, {{2, 9, 1}}, 0, {}, std::nullopt};
   LocalBackend d(*m->stage);
   auto r = RunDecode(d, req, m->open.Seed());
   ASSERT_FALSE(r.ok());

@@ -48,7 +48,9 @@ TEST_F(DecodeSessionTest, ChunkedPromptEqualsRunDecode) {
   ASSERT_TRUE(stage.ok());
   for (const DecodeRequest& req : Requests()) {
     LocalBackend backend(**stage, req.prompt.size() + req.gen);
-    if (req.window) ASSERT_TRUE(backend.SetWindow(*req.window).ok());
+    if (req.window) {
+      ASSERT_TRUE(backend.SetWindow(*req.window).ok());
+    }
     DecodeSession s(backend, req, model->Seed());
     while (!s.done()) ASSERT_TRUE(s.Step(2).ok());
     EXPECT_EQ(s.end(), DecodeSession::End::kLength);
