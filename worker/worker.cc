@@ -17,6 +17,8 @@ constexpr int kMaxReceivesPerWake = 64;
 // A send may block the I/O thread this long at most (a full queue), so
 // heartbeats are never starved for a whole interval.
 constexpr milliseconds kMaxSendBlock{100};
+// An inline decode pass may hold heartbeats back as long as a blocked send.
+constexpr std::chrono::nanoseconds kMaxInlineStep = kMaxSendBlock;
 
 }  // namespace
 
@@ -168,7 +170,13 @@ bool Worker::Apply(Compute& c, Work& work) {
 
 void Worker::FlushBatch(Compute& c) {
   if (c.batch.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
+  if (options_.step_delay_for_testing.count() > 0) {
+    std::this_thread::sleep_for(options_.step_delay_for_testing);
+  }
   c.host.HandleDecodeBatch(c.batch, &c.out);
+  last_pass_nanos_.store((std::chrono::steady_clock::now() - start).count(),
+                         std::memory_order_relaxed);
   c.batch.clear();
   Publish(c);
 }
@@ -262,6 +270,7 @@ void Worker::DeliverComputed() {
 
 bool Worker::CanRunInline(const Work& work) const {
   return options_.batch_window_for_testing.count() == 0 &&
+         last_pass_nanos_.load(std::memory_order_relaxed) <= kMaxInlineStep.count() &&
          queued_.load(std::memory_order_acquire) == 0 && work.kind == Work::Kind::kMessage &&
          inline_.size() < host_->max_batch() && host_->IsDecodeStep(work.message);
 }

@@ -15,8 +15,12 @@
 // would) and sends their frames at once, saving the two thread handoffs of
 // a step. Anything else, or a step arriving while the compute thread is
 // busy, is queued behind what is there, so a session's messages keep their
-// order. A decode step holds heartbeats back for its few milliseconds; a
-// long prefill or a load runs on the compute thread. Both threads pin
+// order. An inline step holds heartbeats back while it runs, so steps run
+// inline only while the last decode pass (on either thread) took at most
+// kMaxInlineStep: a stage whose steps are long (a large model, a slow or
+// loaded host) runs them on the compute thread and keeps answering
+// heartbeats, and the first pass, of unknown length, runs there too. A long
+// prefill or a load always runs on the compute thread. Both threads pin
 // FTZ/DAZ before any arithmetic (§1.3).
 //
 // Failure semantics: a bad frame, unknown session or failed forward pass
@@ -44,6 +48,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <future>
 #include <memory>
@@ -89,6 +94,8 @@ struct WorkerOptions {
   // Test hook: after taking a decode step, the compute thread waits up to
   // this long for more to batch with it (0: only what is already queued).
   std::chrono::milliseconds batch_window_for_testing{0};
+  // Test hook: every decode pass also sleeps this long (a slow stage).
+  std::chrono::milliseconds step_delay_for_testing{0};
   // Test hook, called on the compute thread with every verified hidden frame.
   std::function<void(const wire::HiddenFrame&)> observe_hidden_for_testing;
   // Request bounds (base/limits.h): prompt tokens, sessions and frame bytes
@@ -217,6 +224,8 @@ class Worker {
   std::atomic<uint64_t> batched_steps_{0};
   std::atomic<uint64_t> batched_rows_{0};
   std::atomic<uint64_t> compute_nanos_{0};  // the StageHost's, as of the last Publish
+  // Wall time of the last decode pass on either thread; none yet: the most.
+  std::atomic<int64_t> last_pass_nanos_{INT64_MAX};
   uint64_t bytes_to_next_ = 0;              // I/O thread only
 };
 
