@@ -2,6 +2,7 @@
 
 #include "receipt/receipt.h"
 #include "runtime/generated_text.h"
+#include "runtime/run_receipt.h"
 
 #include <algorithm>
 #include <chrono>
@@ -62,16 +63,9 @@ size_t StreamableLength(const std::string& text, const GenerationSpec& spec) {
 // The receipt (receipt/receipt.h), the same object `lockstep run --json`
 // prints for the same request and cluster (its timings aside).
 json Receipt(const Finish& f, const ParsedRequest& r, const ApiContext& ctx) {
-  receipt::ReceiptInputs in;
-  in.result = &f.result;
-  in.seed = ctx.seed;
-  in.window = r.spec.request.window;
-  in.evictions = r.spec.request.evictions;
-  in.sampling = r.spec.request.sampling;
-  in.plan = ctx.plan;
-  in.workers = ctx.workers;
-  in.generated_text = runtime::DecodeText(ctx.model.tokenizer, f.result.generated);
-  return receipt::BuildReceipt(in);
+  return receipt::BuildReceipt(runtime::RunReceiptInputs(
+      f.result, r.spec.request, ctx.site,
+      runtime::DecodeText(ctx.model.tokenizer, f.result.generated)));
 }
 
 // Ours, beside the receipt: what the server did that does not change bits.
@@ -131,7 +125,7 @@ void Api::Handle(const std::string& method, const std::string& target, const std
     const char* status = shutting_down_ ? "shutting_down" : cluster.ok() ? "ok" : "degraded";
     json h = {{"status", status},
               {"model", ctx_.model.id},
-              {"plan", ctx_.plan.empty() ? "monolithic" : ctx_.plan},
+              {"plan", ctx_.site.plan.empty() ? "monolithic" : ctx_.site.plan},
               {"coordinator", {{"status", "ok"}, {"active_sessions", ctx_.scheduler->ActiveSessions()}}},
               {"workers", stages}};
     return Respond(shutting_down_ || !cluster.ok() ? 503 : 200, "application/json", Dump(h), ex);

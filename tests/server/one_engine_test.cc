@@ -105,11 +105,9 @@ class OneEngine : public ::testing::Test {
     ctx.model.max_prompt_tokens = Limits{}.max_prompt_tokens;
     ctx.model.tokenizer = &*tokenizer_;
     ctx.eos = model_->config.eos_token_ids;
-    ctx.seed = model_->Seed();
-    ctx.plan = plan;
-    ctx.workers = std::move(workers);
+    ctx.site = runtime::RunSite{model_->Seed(), plan, std::move(workers)};
     ctx.cluster = backend.cluster;
-    server::Scheduler scheduler(backend, ctx.seed, ctx.model.tokenizer, ctx.eos, {}, metrics);
+    server::Scheduler scheduler(backend, ctx.site.seed, ctx.model.tokenizer, ctx.eos, {}, metrics);
     ctx.scheduler = &scheduler;
     ctx.metrics = &metrics;
     server::Api api(std::move(ctx));
@@ -167,14 +165,13 @@ TEST_F(OneEngine, RunServeAndBenchGiveTheSameReceipts) {
     SCOPED_TRACE("case " + std::to_string(i));
     EXPECT_EQ(in_process[i].dump(), run[i].dump());
     EXPECT_EQ(Normalized(over_workers[i]).dump(), run_sharded[i].dump());
-    receipt::ReceiptInputs in;
-    in.result = &(*batched)[i];
-    in.seed = model_->Seed();
-    in.generated_text = runtime::DecodeText(&*tokenizer_, (*batched)[i].generated);
-    in.window = reqs[i].window;
-    in.evictions = reqs[i].evictions;
-    in.sampling = reqs[i].sampling;
-    EXPECT_EQ(receipt::BuildReceipt(in).dump(), run[i].dump());
+    const runtime::RunSite monolithic{model_->Seed(), "", {}};
+    EXPECT_EQ(receipt::BuildReceipt(
+                  runtime::RunReceiptInputs((*batched)[i], reqs[i], monolithic,
+                                            runtime::DecodeText(&*tokenizer_,
+                                                                (*batched)[i].generated)))
+                  .dump(),
+              run[i].dump());
   }
 }
 
