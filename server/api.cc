@@ -76,6 +76,13 @@ void AddExtensions(const Finish& f, json* out) {
 
 std::string FinishReason(const Finish& f) { return f.reason; }
 
+// The error a generation that ended in error answers with: 429 with
+// Retry-After when a worker refused it for capacity, else 500.
+ApiError FinishError(const Finish& f) {
+  if (f.overloaded) return Overloaded(f.error, "workers_busy");
+  return ApiError{500, f.error, "server_error", "", "generation_failed"};
+}
+
 }  // namespace
 
 void Api::Respond(int status, const std::string& type, const std::string& body, Exchange& ex) {
@@ -201,33 +208,31 @@ void Api::Generate(const std::string& body, bool chat, Exchange& ex) {
     }
     if (finish) break;
   }
+  if (finish->reason == "error") {
+    const ApiError e = FinishError(*finish);
+    if (!r.stream) return Fail(e, ex);
+    // The headers (200) are sent: the error is the stream's last event, the
+    // body the same request unstreamed would have had, and the stream ends
+    // there, with no [DONE].
+    ctx_.metrics->Error(e.code);
+    ex.SendEvent(Dump(e.ToJson()));
+    return;
+  }
   const Visible v = TextOf(finish->result.generated, ctx_, r.spec);
   const size_t completion = finish->result.generated.size();
   json usage = {{"prompt_tokens", r.spec.request.prompt.size()},
                 {"completion_tokens", completion},
                 {"total_tokens", r.spec.request.prompt.size() + completion}};
   const json receipt = Receipt(*finish, r, ctx_);
-  if (finish->reason == "error" && !finish->overloaded) ctx_.metrics->Error("generation_failed");
   if (r.stream) {
-    if (finish->reason == "error") {
-      ApiError e{500, finish->error, "server_error", "", "generation_failed"};
-      ex.SendEvent(Dump(e.ToJson()));
-    } else {
-      json last = chunk(sent < v.text.size() ? v.text.substr(sent) : "", FinishReason(*finish));
-      last["usage"] = usage;
-      last["seed"] = r.spec.request.sampling.seed;
-      last["receipt"] = receipt;
-      AddExtensions(*finish, &last);
-      ex.SendEvent(Dump(last));
-    }
+    json last = chunk(sent < v.text.size() ? v.text.substr(sent) : "", FinishReason(*finish));
+    last["usage"] = usage;
+    last["seed"] = r.spec.request.sampling.seed;
+    last["receipt"] = receipt;
+    AddExtensions(*finish, &last);
+    ex.SendEvent(Dump(last));
     ex.SendEvent("[DONE]");
     return;
-  }
-  if (finish->reason == "error" && finish->overloaded) {
-    return Fail(Overloaded(finish->error, "workers_busy"), ex);
-  }
-  if (finish->reason == "error") {
-    return Fail(ApiError{500, finish->error, "server_error", "", "generation_failed"}, ex);
   }
   json choice = {{"index", 0}, {"finish_reason", FinishReason(*finish)}};
   if (chat) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api_context.h"
 #include "cli_runner.h"
 #include "engine/ops/fp_env.h"
 #include "runtime/bench.h"
@@ -98,19 +99,11 @@ class OneEngine : public ::testing::Test {
   std::vector<json> Served(server::SchedulerBackend backend, const std::string& plan,
                            std::vector<receipt::WorkerEntry> workers) {
     server::Metrics metrics;
-    server::ApiContext ctx;
-    ctx.model.id = "m";
-    ctx.model.vocab = static_cast<uint32_t>(model_->config.vocab_size);
-    ctx.model.max_positions = MaxPositions(Limits{}, model_->config.max_position_embeddings);
-    ctx.model.max_prompt_tokens = Limits{}.max_prompt_tokens;
-    ctx.model.tokenizer = &*tokenizer_;
-    ctx.eos = model_->config.eos_token_ids;
-    ctx.site = runtime::RunSite{model_->Seed(), plan, std::move(workers)};
-    ctx.cluster = backend.cluster;
-    server::Scheduler scheduler(backend, ctx.site.seed, ctx.model.tokenizer, ctx.eos, {}, metrics);
-    ctx.scheduler = &scheduler;
-    ctx.metrics = &metrics;
-    server::Api api(std::move(ctx));
+    server::Scheduler scheduler(backend, model_->Seed(), &*tokenizer_,
+                                model_->config.eos_token_ids, {}, metrics);
+    server::Api api(TestApiContext(model_->config,
+                                   runtime::RunSite{model_->Seed(), plan, std::move(workers)},
+                                   scheduler, metrics, &*tokenizer_, backend.cluster));
     std::vector<json> out;
     for (const Case& c : Cases()) {
       CapturedExchange ex;
