@@ -21,4 +21,10 @@ Status CheckLimit(ErrorKind kind, const std::string& name, const std::string& wh
   return OverLimit(kind, name, what, value, limit);
 }
 
+Status PositionsOverLimit(const std::string& what, uint64_t reach, uint32_t bound) {
+  return Status(ErrorKind::kInvalid,
+                OverLimit(ErrorKind::kInvalid, "max_positions", what, reach, bound).message() +
+                    " positions (the model's max_position_embeddings, or a lower max_positions)");
+}
+
 }  // namespace lockstep

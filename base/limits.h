@@ -43,4 +43,19 @@ Status OverLimit(ErrorKind kind, const std::string& name, const std::string& wha
 Status CheckLimit(ErrorKind kind, const std::string& name, const std::string& what,
                   uint64_t value, uint64_t limit);
 
+// The one refusal of positions past the bound, wherever they are checked
+// (a request before it runs, a stage before a step, a relay): Invalid
+// "limit max_positions: WHAT asks for REACH, over the limit of BOUND
+// positions (the model's max_position_embeddings, or a lower max_positions)".
+Status PositionsOverLimit(const std::string& what, uint64_t reach, uint32_t bound);
+
+// Ok when `bound` is 0 (none known) or reach <= bound; else
+// PositionsOverLimit(what(), ...), `what` called only then (no string is
+// built on a step that fits).
+template <typename What>
+Status CheckPositions(uint64_t reach, uint32_t bound, const What& what) {
+  if (bound == 0 || reach <= bound) return Status::Ok();
+  return PositionsOverLimit(what(), reach, bound);
+}
+
 }  // namespace lockstep

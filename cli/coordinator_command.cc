@@ -26,14 +26,11 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
                             runtime::RunOnCluster(*coordinator, req, o.run.window, 2, o.run.trace));
   RunReport report;
   report.result = run.result;
-  report.seed = coordinator->seed();
+  report.request = req;
+  report.site = runtime::RunSite{coordinator->seed(), coordinator->plan_text(),
+                                 runtime::ReceiptWorkers(*coordinator)};
   report.generated_text = runtime::DecodeText(files, run.result.generated);
-  report.plan = coordinator->plan_text();
   report.notes = runtime::ClusterNotes(*coordinator, run);
-  report.window = o.run.window;
-  report.evictions = req.evictions;
-  report.sampling = req.sampling;
-  report.workers = runtime::ReceiptWorkers(*coordinator);
   report.timings = {{"decode_ms_per_token_sharded", run.decode_ms_per_token}};
   report.signer = signer ? &*signer : nullptr;
   if (o.shutdown_workers) coordinator->ShutdownWorkers("coordinator finished");

@@ -17,19 +17,19 @@ std::string IdList(const std::vector<uint32_t>& ids) {
 
 void PrintHuman(const RunReport& r, std::ostream& out) {
   const DecodeResult& d = r.result;
-  if (!r.plan.empty()) out << "plan                  = " << r.plan << "\n";
+  if (!r.site.plan.empty()) out << "plan                  = " << r.site.plan << "\n";
   for (const std::string& n : r.notes) out << n << "\n";
-  out << "weights_sha256        = " << ToHex(r.seed.weights_sha256) << "\n"
-      << "config_sha256         = " << ToHex(r.seed.config_sha256) << "\n"
-      << "tokenizer_sha256      = " << ToHex(r.seed.tokenizer_sha256) << "\n"
+  out << "weights_sha256        = " << ToHex(r.site.seed.weights_sha256) << "\n"
+      << "config_sha256         = " << ToHex(r.site.seed.config_sha256) << "\n"
+      << "tokenizer_sha256      = " << ToHex(r.site.seed.tokenizer_sha256) << "\n"
       << "prompt_token_ids      = " << IdList(d.prompt) << "\n"
       << "generated_token_ids   = " << IdList(d.generated) << "\n";
   if (r.generated_text) {
     out << "generated_text        = " << nlohmann::json(*r.generated_text).dump(-1, ' ', false,
                                           nlohmann::json::error_handler_t::replace) << "\n";
   }
-  out << "table_digest          = " << ToHex(r.seed.table_digest) << "\n"
-      << "inv_freq_table_digest = " << ToHex(r.seed.inv_freq_table_digest) << "\n"
+  out << "table_digest          = " << ToHex(r.site.seed.table_digest) << "\n"
+      << "inv_freq_table_digest = " << ToHex(r.site.seed.inv_freq_table_digest) << "\n"
       << "argmax_digest         = " << ToHex(d.argmax_digest) << "\n";
   // The verdict stands just above the spec's line, which always ends the report.
   if (r.compared_with_monolithic) out << "sharded == monolithic\n";
@@ -38,15 +38,8 @@ void PrintHuman(const RunReport& r, std::ostream& out) {
 }
 
 Result<nlohmann::json> MakeReceipt(const RunReport& r) {
-  receipt::ReceiptInputs in;
-  in.result = &r.result;
-  in.seed = r.seed;
-  in.generated_text = r.generated_text;
-  in.window = r.window;
-  in.evictions = r.evictions;
-  in.sampling = r.sampling;
-  in.plan = r.plan;
-  in.workers = r.workers;
+  receipt::ReceiptInputs in =
+      runtime::RunReceiptInputs(r.result, r.request, r.site, r.generated_text);
   in.compared_with_monolithic = r.compared_with_monolithic;
   in.timings = r.timings;
   in.speculative = r.speculative;

@@ -13,24 +13,20 @@
 #include "engine/witness.h"
 #include "keys/identity.h"
 #include "receipt/receipt.h"
+#include "runtime/run_receipt.h"
 
 namespace lockstep::cli {
 
 struct RunReport {
   DecodeResult result;
-  WitnessSeed seed;
+  DecodeRequest request;  // its window, evictions and sampling are recorded
+  runtime::RunSite site;  // seed, plan ("" monolithic) and the stages
   std::optional<std::string> generated_text;  // when a tokenizer is loaded
-  std::string plan;                            // e.g. "monolithic" or "0:10,10:20"
   std::vector<std::string> notes;              // extra human-only lines
   // Set when a sharded run was compared with a monolithic one: every
   // digest equal (a difference is an error, so this is only ever true).
   bool compared_with_monolithic = false;
-  // Recorded in the receipt: the options that change bits, the stages, and
-  // non-normative timings.
-  std::optional<int> window;
-  std::vector<EvictSpec> evictions;
-  SamplingParams sampling;  // greedy unless temperature > 0
-  std::vector<receipt::WorkerEntry> workers;
+  // Recorded in the receipt, never compared by verify.
   std::vector<std::pair<std::string, double>> timings;
   bool speculative = false;  // options.speculative (not in any digest)
   const keys::Identity* signer = nullptr;  // signs the receipt when set

@@ -109,6 +109,7 @@ Result<DecodeRequest> BuildRequest(const RunOptions& o, int max_position_embeddi
   req.gen = o.gen;
   req.max_positions = MaxPositions(Limits{}, max_position_embeddings);
   req.sampling = o.sampling;
+  req.window = o.window;
   if (o.ids) {
     LOCKSTEP_ASSIGN_OR_RETURN(req.prompt, ParseIdList(*o.ids));
   } else if (o.prompt) {
@@ -122,7 +123,6 @@ Result<DecodeRequest> BuildRequest(const RunOptions& o, int max_position_embeddi
     LOCKSTEP_ASSIGN_OR_RETURN(EvictSpec spec, ParseEvictSpec(e));
     req.evictions.push_back(spec);
   }
-  if (o.window && *o.window < 0) return InvalidError("--window must be >= 0");
   LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req));
   return req;
 }
@@ -156,10 +156,8 @@ RunReport NewReport(const RunOptions& o, const DecodeRequest& req, DecodeResult 
   RunReport report;
   report.generated_text = runtime::DecodeText(files, result.generated);
   report.result = std::move(result);
-  report.seed = seed;
-  report.window = o.window;
-  report.evictions = req.evictions;
-  report.sampling = req.sampling;
+  report.request = req;
+  report.site.seed = seed;
   report.signer = signer ? &*signer : nullptr;
   report.speculative = o.speculative;
   return report;
@@ -217,9 +215,9 @@ Status RunSharded(const RunOptions& o) {
                             runtime::RunOnLoopback(loopback, model, p.pins, req));
   RunReport report =
       NewReport(o, req, std::move(lr.run.result), model.Seed(), model.files, p.signer);
-  report.plan = lr.plan;
+  report.site.plan = lr.plan;
   report.notes = std::move(lr.notes);
-  report.workers = std::move(lr.stages);
+  report.site.workers = std::move(lr.stages);
   report.timings = {{"decode_ms_per_token_sharded", lr.run.decode_ms_per_token}};
   if (o.compare_monolithic) {
     LOCKSTEP_ASSIGN_OR_RETURN(OpenModel mapped, MapWeights(model));

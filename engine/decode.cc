@@ -2,6 +2,8 @@
 
 #include "engine/decode_session.h"
 
+#include "base/limits.h"
+
 #include <algorithm>
 #include <charconv>
 
@@ -70,12 +72,10 @@ Status ValidateDecodeRequest(const DecodeRequest& req) {
   }
   length += (req.gen - 1) - std::min<uint64_t>(next, req.gen - 1);
   peak = std::max(peak, length);
-  if (peak <= req.max_positions) return Status::Ok();
-  return InvalidError("limit max_positions: the prompt (" + std::to_string(req.prompt.size()) +
-                      " tokens) and --gen " + std::to_string(req.gen) + " need " +
-                      std::to_string(peak) + " positions, over the bound of " +
-                      std::to_string(req.max_positions) +
-                      " (max_position_embeddings, or a lower Limits::max_positions)");
+  return CheckPositions(peak, req.max_positions, [&req] {
+    return "a request of " + std::to_string(req.prompt.size()) + " prompt tokens and " +
+           std::to_string(req.gen) + " to generate";
+  });
 }
 
 Result<DecodeResult> RunDecode(StepBackend& backend, const DecodeRequest& req,

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/proposer.h"
+#include "engine/row_decode.h"
 #include "engine/row_step.h"
 
 namespace lockstep {
@@ -45,12 +46,7 @@ Result<DecodeResult> RunSpeculativeDecode(StepBackend& backend, const DecodeRequ
   LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req));
   SpeculativeStats local;
   SpeculativeStats& st = stats != nullptr ? *stats : local;
-  DecodeResult out;
-  out.prompt = req.prompt;
-  WitnessChain chain(seed, req.prompt);
-  std::vector<float> logits;
-  SamplingScratch sampling;
-  StepContext ctx{0, req.sampling, &chain, &sampling, &logits};
+  RowDecode decode(req, seed);
   std::vector<uint32_t> history = req.prompt, proposals, feed;
   RowSteps rows;
   ProposalPolicy policy(o.max_proposals);
@@ -66,7 +62,7 @@ Result<DecodeResult> RunSpeculativeDecode(StepBackend& backend, const DecodeRequ
       feed.assign(1, history.back());
     }
     feed.insert(feed.end(), proposals.begin(), proposals.end());
-    ctx.step = step;
+    const StepContext& ctx = decode.Context(step);
     if (proposals.empty()) {
       LOCKSTEP_ASSIGN_OR_RETURN(const StepOutcome one, backend.FeedAndChoose(feed, ctx));
       rows.steps.assign(1, one);
@@ -81,18 +77,12 @@ Result<DecodeResult> RunSpeculativeDecode(StepBackend& backend, const DecodeRequ
     st.proposed += proposals.size();
     st.accepted += kept;
     policy.Observe(proposals.size(), kept);
-    for (const StepOutcome& s : rows.steps) {
-      out.generated.push_back(s.token);
-      out.logits_sha256.push_back(s.logits_sha256);
-      history.push_back(s.token);
-    }
-    for (auto& t : rows.traces) out.layer_digests.push_back(std::move(t));
+    for (const StepOutcome& s : rows.steps) history.push_back(s.token);
+    decode.Append(rows);
     step += static_cast<uint32_t>(rows.steps.size());
     LOCKSTEP_RETURN_IF_ERROR(ApplyEvictionsAfter(backend, req, step - 1));
   }
-  out.cis2_ref = chain.Finalize();
-  out.argmax_digest = ArgmaxDigest(out.prompt, out.generated);
-  return out;
+  return decode.Finish();
 }
 
 }  // namespace lockstep

@@ -3,20 +3,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/row_decode.h"
 #include "engine/row_step.h"
 
 namespace lockstep {
-namespace {
-
-void Append(RowSteps& rows, DecodeResult* out) {
-  for (const StepOutcome& o : rows.steps) {
-    out->generated.push_back(o.token);
-    out->logits_sha256.push_back(o.logits_sha256);
-  }
-  for (auto& t : rows.traces) out->layer_digests.push_back(std::move(t));
-}
-
-}  // namespace
 
 Result<DecodeResult> TeacherForce(StepBackend& backend, const DecodeRequest& req,
                                   std::span<const uint32_t> claimed, uint32_t vocab,
@@ -26,12 +16,7 @@ Result<DecodeResult> TeacherForce(StepBackend& backend, const DecodeRequest& req
     return InvalidError("teacher forcing needs " + std::to_string(req.gen) + " claimed tokens, got " +
                         std::to_string(claimed.size()));
   }
-  DecodeResult out;
-  out.prompt = req.prompt;
-  WitnessChain chain(seed, req.prompt);
-  std::vector<float> logits;
-  SamplingScratch sampling;
-  StepContext ctx{0, req.sampling, &chain, &sampling, &logits};
+  RowDecode decode(req, seed);
   std::vector<uint32_t> feed;
   RowSteps rows;
   for (uint32_t step = 0; step < req.gen;) {
@@ -45,17 +30,14 @@ Result<DecodeResult> TeacherForce(StepBackend& backend, const DecodeRequest& req
       feed.assign(1, claimed[step - 1]);
     }
     feed.insert(feed.end(), claimed.begin() + step, claimed.begin() + end);
-    ctx.step = step;
     backend.ExpectChainedSteps(end - step);
-    LOCKSTEP_RETURN_IF_ERROR(backend.FeedRows(feed, end - step + 1, ctx, &rows));
-    Append(rows, &out);
+    LOCKSTEP_RETURN_IF_ERROR(backend.FeedRows(feed, end - step + 1, decode.Context(step), &rows));
+    decode.Append(rows);
     step += static_cast<uint32_t>(rows.steps.size());
-    if (out.generated.back() != claimed[step - 1]) break;  // the first difference
+    if (decode.generated().back() != claimed[step - 1]) break;  // the first difference
     LOCKSTEP_RETURN_IF_ERROR(ApplyEvictionsAfter(backend, req, step - 1));
   }
-  out.cis2_ref = chain.Finalize();
-  out.argmax_digest = ArgmaxDigest(out.prompt, out.generated);
-  return out;
+  return decode.Finish();
 }
 
 }  // namespace lockstep

@@ -2,6 +2,7 @@
 
 #include "receipt/receipt.h"
 #include "runtime/generated_text.h"
+#include "runtime/run_receipt.h"
 
 #include <algorithm>
 #include <chrono>
@@ -62,16 +63,9 @@ size_t StreamableLength(const std::string& text, const GenerationSpec& spec) {
 // The receipt (receipt/receipt.h), the same object `lockstep run --json`
 // prints for the same request and cluster (its timings aside).
 json Receipt(const Finish& f, const ParsedRequest& r, const ApiContext& ctx) {
-  receipt::ReceiptInputs in;
-  in.result = &f.result;
-  in.seed = ctx.seed;
-  in.window = r.spec.request.window;
-  in.evictions = r.spec.request.evictions;
-  in.sampling = r.spec.request.sampling;
-  in.plan = ctx.plan;
-  in.workers = ctx.workers;
-  in.generated_text = runtime::DecodeText(ctx.model.tokenizer, f.result.generated);
-  return receipt::BuildReceipt(in);
+  return receipt::BuildReceipt(runtime::RunReceiptInputs(
+      f.result, r.spec.request, ctx.site,
+      runtime::DecodeText(ctx.model.tokenizer, f.result.generated)));
 }
 
 // Ours, beside the receipt: what the server did that does not change bits.
@@ -81,6 +75,13 @@ void AddExtensions(const Finish& f, json* out) {
 }
 
 std::string FinishReason(const Finish& f) { return f.reason; }
+
+// The error a generation that ended in error answers with: 429 with
+// Retry-After when a worker refused it for capacity, else 500.
+ApiError FinishError(const Finish& f) {
+  if (f.overloaded) return Overloaded(f.error, "workers_busy");
+  return ApiError{500, f.error, "server_error", "", "generation_failed"};
+}
 
 }  // namespace
 
@@ -131,7 +132,7 @@ void Api::Handle(const std::string& method, const std::string& target, const std
     const char* status = shutting_down_ ? "shutting_down" : cluster.ok() ? "ok" : "degraded";
     json h = {{"status", status},
               {"model", ctx_.model.id},
-              {"plan", ctx_.plan.empty() ? "monolithic" : ctx_.plan},
+              {"plan", ctx_.site.plan.empty() ? "monolithic" : ctx_.site.plan},
               {"coordinator", {{"status", "ok"}, {"active_sessions", ctx_.scheduler->ActiveSessions()}}},
               {"workers", stages}};
     return Respond(shutting_down_ || !cluster.ok() ? 503 : 200, "application/json", Dump(h), ex);
@@ -207,33 +208,31 @@ void Api::Generate(const std::string& body, bool chat, Exchange& ex) {
     }
     if (finish) break;
   }
+  if (finish->reason == "error") {
+    const ApiError e = FinishError(*finish);
+    if (!r.stream) return Fail(e, ex);
+    // The headers (200) are sent: the error is the stream's last event, the
+    // body the same request unstreamed would have had, and the stream ends
+    // there, with no [DONE].
+    ctx_.metrics->Error(e.code);
+    ex.SendEvent(Dump(e.ToJson()));
+    return;
+  }
   const Visible v = TextOf(finish->result.generated, ctx_, r.spec);
   const size_t completion = finish->result.generated.size();
   json usage = {{"prompt_tokens", r.spec.request.prompt.size()},
                 {"completion_tokens", completion},
                 {"total_tokens", r.spec.request.prompt.size() + completion}};
   const json receipt = Receipt(*finish, r, ctx_);
-  if (finish->reason == "error" && !finish->overloaded) ctx_.metrics->Error("generation_failed");
   if (r.stream) {
-    if (finish->reason == "error") {
-      ApiError e{500, finish->error, "server_error", "", "generation_failed"};
-      ex.SendEvent(Dump(e.ToJson()));
-    } else {
-      json last = chunk(sent < v.text.size() ? v.text.substr(sent) : "", FinishReason(*finish));
-      last["usage"] = usage;
-      last["seed"] = r.spec.request.sampling.seed;
-      last["receipt"] = receipt;
-      AddExtensions(*finish, &last);
-      ex.SendEvent(Dump(last));
-    }
+    json last = chunk(sent < v.text.size() ? v.text.substr(sent) : "", FinishReason(*finish));
+    last["usage"] = usage;
+    last["seed"] = r.spec.request.sampling.seed;
+    last["receipt"] = receipt;
+    AddExtensions(*finish, &last);
+    ex.SendEvent(Dump(last));
     ex.SendEvent("[DONE]");
     return;
-  }
-  if (finish->reason == "error" && finish->overloaded) {
-    return Fail(Overloaded(finish->error, "workers_busy"), ex);
-  }
-  if (finish->reason == "error") {
-    return Fail(ApiError{500, finish->error, "server_error", "", "generation_failed"}, ex);
   }
   json choice = {{"index", 0}, {"finish_reason", FinishReason(*finish)}};
   if (chat) {

@@ -14,8 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/witness.h"
-#include "receipt/receipt.h"
+#include "runtime/run_receipt.h"
 #include "server/exchange.h"
 #include "server/metrics.h"
 #include "server/request.h"
@@ -31,10 +30,8 @@ struct StageInfo {
 struct ApiContext {
   ModelInfo model;
   std::vector<uint32_t> eos;
-  WitnessSeed seed;
-  std::string plan;               // "" for in-process (monolithic)
+  runtime::RunSite site;          // seed, plan ("" in process) and the receipt's workers
   std::vector<StageInfo> stages;  // for /healthz, unless sharded (then cluster->stages())
-  std::vector<receipt::WorkerEntry> workers;  // the receipt's (runtime::ReceiptWorkers)
   Scheduler* scheduler = nullptr;
   Metrics* metrics = nullptr;
   Coordinator* cluster = nullptr;  // set when serving sharded (its health)

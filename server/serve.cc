@@ -69,13 +69,11 @@ Status Serve(const ServeOptions& o, const lockstep::ModelInfo& model, SchedulerB
   ctx.model.tokenizer = tokenizer ? &*tokenizer : nullptr;
   ctx.model.chat = chat.ok() ? &*chat : nullptr;
   ctx.eos = model.config.eos_token_ids;
-  ctx.seed = model.Seed();
-  ctx.plan = std::move(plan);
+  ctx.site = runtime::RunSite{model.Seed(), std::move(plan), std::move(workers)};
   ctx.stages = std::move(stages);
-  ctx.workers = std::move(workers);
   ctx.cluster = backend.cluster;
   Metrics metrics;
-  Scheduler scheduler(backend, ctx.seed, ctx.model.tokenizer, ctx.eos,
+  Scheduler scheduler(backend, ctx.site.seed, ctx.model.tokenizer, ctx.eos,
                       backend.cluster ? ClusterOptions(o) : o.scheduler, metrics);
   ctx.scheduler = &scheduler;
   ctx.metrics = &metrics;

@@ -9,6 +9,7 @@
 
 #include "base/limits.h"
 #include "base/step_timeline.h"
+#include "engine/kv_bytes.h"
 #include "engine/step_outcome.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
@@ -402,7 +403,8 @@ Status StageHost::CheckPosition(const Session& s, uint32_t first_position, size_
 
 uint64_t StageHost::kv_entry_bytes() const {
   if (!stage_) return 0;
-  return step_rules::KvEntryBytes(stage_->config(), assign_.layer_hi - assign_.layer_lo);
+  return KvBytesPerPosition(stage_->config(), static_cast<int>(assign_.layer_lo),
+                            static_cast<int>(assign_.layer_hi));
 }
 
 uint64_t StageHost::kv_entries() const {

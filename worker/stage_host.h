@@ -126,8 +126,8 @@ class StageHost {
   // stores them, stage_bytes.h) is refused as Invalid naming the limit and
   // this worker, before anything is loaded.
   void set_weight_budget(uint64_t bytes) { weight_budget_ = bytes; }
-  // Bytes one cache entry takes on this stage (K, pre-RoPE K and V of every
-  // layer held, plus its position); 0 before an Assign.
+  // Bytes one cache entry takes on this stage's layers (KvBytesPerPosition,
+  // engine/kv_bytes.h); 0 before an Assign.
   uint64_t kv_entry_bytes() const;
   // Entries held by every session together.
   uint64_t kv_entries() const;

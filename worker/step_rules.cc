@@ -11,12 +11,10 @@ Status CheckPosition(uint32_t cache_size, uint32_t first_position, size_t n,
                         " does not follow this stage's cache of " + std::to_string(cache_size) +
                         " entries");
   }
-  if (max_positions > 0 && uint64_t{first_position} + n > max_positions) {
-    return InvalidError("limit max_positions: positions up to " +
-                        std::to_string(uint64_t{first_position} + n) + " asked, over the model's " +
-                        std::to_string(max_positions) + " (max_position_embeddings)");
-  }
-  return Status::Ok();
+  return CheckPositions(uint64_t{first_position} + n, max_positions, [&] {
+    return "a step of " + std::to_string(n) + " token(s) at position " +
+           std::to_string(first_position);
+  });
 }
 
 Status CheckRelay(const RelayState& r, const wire::TokenInput& m, uint32_t max_positions) {
@@ -44,24 +42,16 @@ Status CheckRelay(const RelayState& r, const wire::TokenInput& m, uint32_t max_p
   }
   const uint32_t relay = RelayOf(m);
   const uint64_t reach = uint64_t{m.first_position} + m.token_ids.size() + relay;
-  if (relay > 0 && max_positions > 0 && reach > max_positions) {
-    return InvalidError("limit max_positions: " + StepName(m) + " and the " +
-                        std::to_string(relay) + " relayed after it reach " +
-                        std::to_string(reach) + " positions, over the model's " +
-                        std::to_string(max_positions) + " (max_position_embeddings)");
-  }
-  return Status::Ok();
+  if (relay == 0) return Status::Ok();
+  return CheckPositions(reach, max_positions, [&] {
+    return StepName(m) + " with " + std::to_string(relay) + " relayed after it";
+  });
 }
 
 Status CheckNotRelaying(uint64_t session, const RelayState& r, const char* what) {
   if (r.left == 0) return Status::Ok();
   return InvalidError(std::string(what) + " of session " + std::to_string(session) + " while " +
                       std::to_string(r.left) + " relayed step(s) of it are still to come");
-}
-
-uint64_t KvEntryBytes(const ModelConfig& c, uint32_t layers) {
-  const uint64_t width = uint64_t(c.num_kv_heads) * uint64_t(c.head_dim);
-  return uint64_t{layers} * width * 3 * sizeof(float) + sizeof(int64_t);
 }
 
 Status CheckKvBudget(uint64_t per_entry, uint64_t held, uint64_t entries, uint64_t budget,

@@ -14,7 +14,6 @@
 #include <string>
 
 #include "base/status.h"
-#include "engine/io/model_config.h"
 #include "wire/messages.h"
 
 namespace lockstep::step_rules {
@@ -50,13 +49,9 @@ Status CheckRelay(const RelayState& r, const wire::TokenInput& m, uint32_t max_p
 // An Evict or Fork (`what`) of `session` while it relays is refused.
 Status CheckNotRelaying(uint64_t session, const RelayState& r, const char* what);
 
-// Bytes one cache entry takes on a stage of `layers` layers: K, pre-RoPE K
-// and V of every layer held, plus its position.
-uint64_t KvEntryBytes(const ModelConfig& config, uint32_t layers);
-
 // Ok when `entries` more entries, `held` being held already, fit `budget`
-// bytes at `per_entry` bytes each (per_entry 0: nothing to check); else
-// Overloaded naming the limit and what() (built only then).
+// bytes at `per_entry` bytes each (engine/kv_bytes.h; 0: nothing to
+// check); else Overloaded naming the limit and what() (built only then).
 Status CheckKvBudget(uint64_t per_entry, uint64_t held, uint64_t entries, uint64_t budget,
                      const std::function<std::string()>& what);
 

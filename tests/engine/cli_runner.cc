@@ -61,6 +61,11 @@ nlohmann::json LastLineJson(const std::string& out) {
   return nlohmann::json::parse(out.substr(start == std::string::npos ? 0 : start + 1));
 }
 
+nlohmann::json ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
 std::vector<ConformanceCase> LoadConformanceCases() {
   const std::string vectors = SharedPath("fixtures/conformance/vectors.json");
   if (vectors.empty()) return {};
@@ -69,8 +74,7 @@ std::vector<ConformanceCase> LoadConformanceCases() {
   for (const char* file : {"vectors.json", "extension-vectors.json"}) {
     const std::string path = SharedPath(std::string("fixtures/conformance/") + file);
     if (path.empty()) continue;
-    std::ifstream in(path);
-    const nlohmann::json doc = nlohmann::json::parse(in);
+    const nlohmann::json doc = ReadJsonFile(path);
     for (const auto& c : doc["cases"]) {
       const std::string name = c["name"].get<std::string>();
       if (std::string(file) != "vectors.json" && name.rfind("tiny-gguf-", 0) != 0) continue;

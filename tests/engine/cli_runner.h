@@ -23,6 +23,9 @@ std::string SharedPath(const std::string& rel);
 // The JSON object on the last non-empty line of a command's stdout.
 nlohmann::json LastLineJson(const std::string& out);
 
+// The JSON in file `path` (a receipt a command wrote); throws when it is not JSON.
+nlohmann::json ReadJsonFile(const std::string& path);
+
 // One case of ../shared/fixtures/conformance/vectors.json (or of
 // extension-vectors.json's GGUF cases).
 struct ConformanceCase {

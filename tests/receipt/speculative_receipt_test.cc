@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "cli_runner.h"
 #include "receipt/receipt.h"
@@ -14,13 +13,9 @@ namespace lockstep::receipt {
 namespace {
 
 using lockstep::testing::MakeTempDir;
+using lockstep::testing::ReadJsonFile;
 using lockstep::testing::RunCli;
 using nlohmann::json;
-
-json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
 
 TEST(SpeculativeReceipt, EqualsThePlainReceiptByteForByte) {
   const std::string dir = MakeTempDir("speculative_receipt");
@@ -46,7 +41,7 @@ TEST(SpeculativeReceipt, EqualsThePlainReceiptByteForByte) {
       if (speculative) args.push_back("--speculative");
       auto r = RunCli(args);
       ASSERT_EQ(r.exit_code, 0) << r.err;
-      receipts.push_back(ReadJson(path));
+      receipts.push_back(ReadJsonFile(path));
     }
     EXPECT_FALSE(receipts[0]["options"].contains("speculative"));
     EXPECT_EQ(receipts[1]["options"]["speculative"], "prompt-lookup");

@@ -16,13 +16,10 @@ namespace {
 
 using lockstep::testing::LastLineJson;
 using lockstep::testing::MakeTempDir;
+using lockstep::testing::ReadJsonFile;
 using lockstep::testing::RunCli;
 using nlohmann::json;
 
-json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
 void WriteJson(const std::string& path, const json& j) {
   std::ofstream out(path);
   out << j.dump(2);
@@ -57,7 +54,7 @@ class VerifyCli : public ::testing::Test {
   static std::string Signed() { return *dir_ + "/signed.json"; }
   // Verifies an edited copy of the signed receipt (signature dropped).
   static testing::CliOutput VerifyEdited(const std::string& tag, const std::function<void(json&)>& edit) {
-    json j = ReadJson(Signed());
+    json j = ReadJsonFile(Signed());
     j.erase("signature");
     edit(j);
     const std::string p = *dir_ + "/" + tag + ".json";
@@ -72,7 +69,7 @@ std::string* VerifyCli::dir_ = nullptr;
 json* VerifyCli::stdout_json_ = new json;
 
 TEST_F(VerifyCli, JsonOutputAndReceiptFileAreTheSameReceipt) {
-  const json file = ReadJson(Signed());
+  const json file = ReadJsonFile(Signed());
   EXPECT_EQ(file, *stdout_json_);
   EXPECT_EQ(file["plan"], "0:2,2:3");
   EXPECT_EQ(file["workers"].size(), 2u);
@@ -106,7 +103,7 @@ TEST_F(VerifyCli, WrongSignerTamperingAndMissingSignatureAreReported) {
   EXPECT_EQ(other.exit_code, 1);
   EXPECT_NE(other.out.find("signed by another key"), std::string::npos) << other.out << other.err;
 
-  json j = ReadJson(Signed());
+  json j = ReadJsonFile(Signed());
   j["generated_token_ids"][0] = 1;
   j["steps"][0]["token"] = 1;
   WriteJson(*dir_ + "/tampered.json", j);
@@ -128,7 +125,7 @@ TEST_F(VerifyCli, WrongSignerTamperingAndMissingSignatureAreReported) {
 }
 
 TEST_F(VerifyCli, ChangedTokensDigestsAndRemovedStepsAreCaught) {
-  const json orig = ReadJson(Signed());
+  const json orig = ReadJsonFile(Signed());
   const uint32_t t2 = orig["steps"][2]["token"].get<uint32_t>();
   auto token = VerifyEdited("token", [&](json& j) {
     j["generated_token_ids"][2] = t2 + 1;
@@ -181,7 +178,7 @@ TEST_F(VerifyCli, ChangedTokensDigestsAndRemovedStepsAreCaught) {
 // difference; plan and workers cannot be recomputed, so without a trusted
 // signature verify says they are not verified.
 TEST_F(VerifyCli, GeneratedTextIsRecomputedAndPlanAndWorkersAreMarkedUnverified) {
-  ASSERT_TRUE(ReadJson(Signed()).contains("generated_text"));
+  ASSERT_TRUE(ReadJsonFile(Signed()).contains("generated_text"));
   auto text = VerifyEdited("text", [](json& j) { j["generated_text"] = "the system approves"; });
   EXPECT_EQ(text.exit_code, 1) << text.out << text.err;
   EXPECT_NE(text.out.find("DIFFERS: generated_text is not the text of the generated tokens: "
@@ -218,7 +215,7 @@ TEST_F(VerifyCli, DeepNestingAndRepeatedMembersAreRefused) {
   EXPECT_NE(nested.err.find("deep.json: JSON nested deeper than 64 levels"), std::string::npos)
       << nested.err;
 
-  std::string text = ReadJson(Signed()).dump();
+  std::string text = ReadJsonFile(Signed()).dump();
   text.insert(1, "\"plan\":\"0:3\",");
   const std::string twice = *dir_ + "/twice.json";
   std::ofstream(twice) << text;

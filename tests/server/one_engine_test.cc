@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api_context.h"
 #include "cli_runner.h"
 #include "engine/ops/fp_env.h"
 #include "runtime/bench.h"
@@ -98,21 +99,11 @@ class OneEngine : public ::testing::Test {
   std::vector<json> Served(server::SchedulerBackend backend, const std::string& plan,
                            std::vector<receipt::WorkerEntry> workers) {
     server::Metrics metrics;
-    server::ApiContext ctx;
-    ctx.model.id = "m";
-    ctx.model.vocab = static_cast<uint32_t>(model_->config.vocab_size);
-    ctx.model.max_positions = MaxPositions(Limits{}, model_->config.max_position_embeddings);
-    ctx.model.max_prompt_tokens = Limits{}.max_prompt_tokens;
-    ctx.model.tokenizer = &*tokenizer_;
-    ctx.eos = model_->config.eos_token_ids;
-    ctx.seed = model_->Seed();
-    ctx.plan = plan;
-    ctx.workers = std::move(workers);
-    ctx.cluster = backend.cluster;
-    server::Scheduler scheduler(backend, ctx.seed, ctx.model.tokenizer, ctx.eos, {}, metrics);
-    ctx.scheduler = &scheduler;
-    ctx.metrics = &metrics;
-    server::Api api(std::move(ctx));
+    server::Scheduler scheduler(backend, model_->Seed(), &*tokenizer_,
+                                model_->config.eos_token_ids, {}, metrics);
+    server::Api api(TestApiContext(model_->config,
+                                   runtime::RunSite{model_->Seed(), plan, std::move(workers)},
+                                   scheduler, metrics, &*tokenizer_, backend.cluster));
     std::vector<json> out;
     for (const Case& c : Cases()) {
       CapturedExchange ex;
@@ -167,14 +158,13 @@ TEST_F(OneEngine, RunServeAndBenchGiveTheSameReceipts) {
     SCOPED_TRACE("case " + std::to_string(i));
     EXPECT_EQ(in_process[i].dump(), run[i].dump());
     EXPECT_EQ(Normalized(over_workers[i]).dump(), run_sharded[i].dump());
-    receipt::ReceiptInputs in;
-    in.result = &(*batched)[i];
-    in.seed = model_->Seed();
-    in.generated_text = runtime::DecodeText(&*tokenizer_, (*batched)[i].generated);
-    in.window = reqs[i].window;
-    in.evictions = reqs[i].evictions;
-    in.sampling = reqs[i].sampling;
-    EXPECT_EQ(receipt::BuildReceipt(in).dump(), run[i].dump());
+    const runtime::RunSite monolithic{model_->Seed(), "", {}};
+    EXPECT_EQ(receipt::BuildReceipt(
+                  runtime::RunReceiptInputs((*batched)[i], reqs[i], monolithic,
+                                            runtime::DecodeText(&*tokenizer_,
+                                                                (*batched)[i].generated)))
+                  .dump(),
+              run[i].dump());
   }
 }
 

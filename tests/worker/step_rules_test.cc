@@ -1,5 +1,5 @@
 // The step rules on their own (worker/step_rules.h): positions, relays and
-// the KV budget, each refusal with its wording. RelayRules (two StageHosts
+// the KV budget, each refusal with its wording (positions: base/limits.h's). RelayRules (two StageHosts
 // by hand) and the KV budget cluster tests show them applied on workers.
 #include "worker/step_rules.h"
 
@@ -32,8 +32,8 @@ TEST(StepRules, PositionsFollowTheCacheAndFitTheModel) {
   const Status over = CheckPosition(4, 4, 5, 8);
   EXPECT_EQ(over.kind(), ErrorKind::kInvalid);
   EXPECT_EQ(over.message(),
-            "limit max_positions: positions up to 9 asked, over the model's 8 "
-            "(max_position_embeddings)");
+            "limit max_positions: a step of 5 token(s) at position 4 asks for 9, over the limit "
+            "of 8 positions (the model's max_position_embeddings, or a lower max_positions)");
 }
 
 TEST(StepRules, ARelayedStepIsExactlyTheOneItsSessionExpects) {
@@ -67,17 +67,9 @@ TEST(StepRules, ARelayMayNotRunPastTheModelsPositions) {
   const Status st = CheckRelay(RelayState{}, Step(0, 0, 4, false, 5), 8);
   EXPECT_EQ(st.kind(), ErrorKind::kInvalid);
   EXPECT_EQ(st.message(),
-            "limit max_positions: session 3 step 0 and the 5 relayed after it reach 9 positions, "
-            "over the model's 8 (max_position_embeddings)");
+            "limit max_positions: session 3 step 0 with 5 relayed after it asks for 9, over the "
+            "limit of 8 positions (the model's max_position_embeddings, or a lower max_positions)");
   EXPECT_TRUE(CheckRelay(RelayState{}, Step(0, 0, 4, false, 5), 0).ok()) << "0: no bound";
-}
-
-TEST(StepRules, KvEntryBytesCountKPreRopeKVAndThePosition) {
-  ModelConfig c;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  // 3 layers x 16 floats x (K, pre-RoPE K, V) x 4 bytes + an int64 position.
-  EXPECT_EQ(KvEntryBytes(c, 3), 3u * 16u * 3u * 4u + 8u);
 }
 
 TEST(StepRules, TheKvBudgetCountsWhatIsHeldAndRefusesNamingTheLimit) {
