@@ -21,42 +21,18 @@
 #include "engine/io/gguf.h"
 #include "engine/weight_cache.h"
 #include "gguf_fixture.h"
-#include "tests/ops/cache_file.h"
+#include "tests/ops/weight_cache_fixture.h"
 
 namespace lockstep::testing {
 namespace {
 
 const std::vector<uint32_t> kPrompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5};
 
-struct Decoded {
-  std::vector<float> logits;  // 6 greedy steps (a whole-model load only)
-  std::vector<FileDigest> digests;
-  std::string note;
-};
+using Decoded = CacheLoad;
 
-// One load of `path` (every layer, or `stage` opened by its parts with
-// `pins`) with `cache_dir` (empty: none) on `isa`, then a decode.
 Decoded LoadAndDecode(const std::string& path, const std::string& cache_dir, const std::string& isa = "auto",
-                  const StageSpec* stage = nullptr, const ModelPins& pins = {}) {
-  auto m = OpenModelDir(path, pins, stage);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  if (!m.ok()) return {};
-  const StageSpec all{0, m->config.num_layers, true, true};
-  auto s = LoadStage(*m, stage != nullptr ? *stage : all,
-                     ComputeOptions{isa, 2, WeightFormat::kPackedBf16, cache_dir});
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  if (!s.ok()) return {};
-  Decoded out;
-  if (stage == nullptr) out.logits = DecodeLogits(**s, kPrompt, 6);
-  out.digests = m->hashes.weight_files;
-  out.note = s->weight_cache_note;
-  return out;
-}
-
-void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  ASSERT_FALSE(want.empty());
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+                      const StageSpec* stage = nullptr, const ModelPins& pins = {}) {
+  return LoadWithCache(path, cache_dir, kPrompt, isa, stage, pins);
 }
 
 void ExpectSameDigests(const std::vector<FileDigest>& got, const std::vector<FileDigest>& want) {

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "engine/io/synthetic_model.h"
-#include "tests/ops/cache_file.h"
+#include "tests/ops/weight_cache_fixture.h"
 #include "tests/ops/model_fixture.h"
 #include "tests/ops/random_blocks.h"
 
@@ -41,33 +41,12 @@ std::string Scratch(const std::string& name) { return testing::FreshPath("weight
 
 const std::vector<uint32_t> kPrompt = {7, 1, 8, 2, 8, 1, 8, 2, 8};
 
-struct Loaded {
-  std::vector<float> logits;  // 6 greedy steps
-  Digest weights{};
-  std::string note;
-};
+using Loaded = testing::CacheLoad;
+using testing::ExpectSameBits;
 
 Loaded LoadAndDecode(const std::string& model_dir, const std::string& cache_dir,
                      const StageSpec* stage = nullptr) {
-  auto m = OpenModelDir(model_dir, ModelPins{}, stage);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  if (!m.ok()) return {};
-  const StageSpec all{0, m->config.num_layers, true, true};
-  ComputeOptions compute{ops::BestKernels().name, 2, WeightFormat::kPackedBf16, cache_dir};
-  auto s = LoadStage(*m, stage != nullptr ? *stage : all, compute);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  if (!s.ok()) return {};
-  Loaded out;
-  if (stage == nullptr) out.logits = DecodeLogits(**s, kPrompt, 6);
-  out.weights = m->hashes.weights;
-  out.note = s->weight_cache_note;
-  return out;
-}
-
-void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  ASSERT_FALSE(want.empty());
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  return testing::LoadWithCache(model_dir, cache_dir, kPrompt, "auto", stage);
 }
 
 // A model, its decode without a cache, and the cache file a first load

@@ -1,7 +1,7 @@
-// Test helpers for weight cache files (engine/weight_cache.h's format):
-// whole files read and written, and a file's entries parsed here on their
-// own (not by WeightCache::Open), so a test can damage one field of one
-// entry and know which.
+// Test helpers for the weight cache (engine/weight_cache.h): a load with a
+// cache directory and its decode; whole files read and written, and a cache
+// file's entries parsed here on their own (not by WeightCache::Open), so a
+// test can damage one field of one entry and know which.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,46 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/model_loader.h"
+#include "tests/ops/model_fixture.h"
+
 namespace lockstep::testing {
+
+// What a load with a weight cache gave.
+struct CacheLoad {
+  std::vector<float> logits;        // 6 greedy steps (a whole-model load only)
+  std::vector<FileDigest> digests;  // of the files (or GGUF parts) read
+  Digest weights{};                 // weights_sha256 (all zero for a stage read by parts)
+  std::string note;                 // what the load did with the cache
+};
+
+// One load of `model` on two threads (every layer, or `stage` opened by
+// its parts with `pins`) with `cache_dir` (empty: none) on `isa`, then a
+// greedy decode of `prompt` when it holds every layer.
+inline CacheLoad LoadWithCache(const std::string& model, const std::string& cache_dir,
+                               const std::vector<uint32_t>& prompt, const std::string& isa = "auto",
+                               const StageSpec* stage = nullptr, const ModelPins& pins = {}) {
+  auto m = OpenModelDir(model, pins, stage);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return {};
+  const StageSpec all{0, m->config.num_layers, true, true};
+  auto s = LoadStage(*m, stage != nullptr ? *stage : all,
+                     ComputeOptions{isa, 2, WeightFormat::kPackedBf16, cache_dir});
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (!s.ok()) return {};
+  CacheLoad out;
+  if (stage == nullptr) out.logits = DecodeLogits(**s, prompt, 6);
+  out.digests = m->hashes.weight_files;
+  out.weights = m->hashes.weights;
+  out.note = s->weight_cache_note;
+  return out;
+}
+
+inline void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+}
 
 inline std::vector<uint8_t> ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
