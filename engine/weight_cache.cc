@@ -17,23 +17,19 @@ namespace lockstep {
 namespace {
 
 constexpr char kMagic[8] = {'L', 'S', 'P', 'A', 'C', 'K', 'v', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr uint64_t kAlign = 4096;
 constexpr uint64_t kMaxEntries = uint64_t{1} << 20;
 constexpr size_t kMaxName = 1024;
 
 uint64_t RoundUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// Bytes PackedMatrix stores for rows x cols of `type`, or 0 when that
-// overflows or either is zero.
-uint64_t StoredBytes(uint64_t rows, uint64_t cols, ops::WeightType type) {
-  const uint64_t limit = uint64_t{1} << 40;
-  if (rows == 0 || cols == 0 || rows > limit || cols > limit) return 0;
-  const uint64_t panels = (rows + ops::kPanelRows - 1) / ops::kPanelRows;
-  const uint64_t elems = panels * ops::kPanelRows;
-  if (elems > limit / cols) return 0;
-  return elems * cols * (type == ops::WeightType::kF32 ? 4 : 2);
-}
+// An entry's type byte is the WeightType's value: these are file format.
+static_assert(static_cast<int>(ops::WeightType::kF32) == 0 && static_cast<int>(ops::WeightType::kBf16) == 1 &&
+              static_cast<int>(ops::WeightType::kF16) == 2 && static_cast<int>(ops::WeightType::kQ8_0) == 3 &&
+              static_cast<int>(ops::WeightType::kQ4_0) == 4 && static_cast<int>(ops::WeightType::kQ4_K) == 5 &&
+              static_cast<int>(ops::WeightType::kQ5_K) == 6 && static_cast<int>(ops::WeightType::kQ6_K) == 7);
+constexpr uint8_t kLastType = 7;
 
 // A bounds-checked little-endian reader over the header.
 class Reader {
@@ -63,7 +59,7 @@ void Put(std::vector<uint8_t>& out, T v) {
 
 Result<std::string> WeightCache::PathFor(const std::string& dir, const Checkpoint& checkpoint,
                                          std::string_view stage_and_format) {
-  std::string key = "lockstep weight cache v1\n";
+  std::string key = "lockstep weight cache v" + std::to_string(kVersion) + "\n" + ops::PackedLayoutTag() + "\n";
   key += stage_and_format;
   const std::filesystem::path folder = std::filesystem::path(checkpoint.path()).parent_path();
   std::vector<std::string> names = checkpoint.open_file_names();
@@ -129,7 +125,7 @@ Result<WeightCache> WeightCache::Open(const std::string& path, int threads) {
   uint64_t header = 0;
   r.Take(magic, 8), r.Get(&version), r.Get(&count), r.Get(&header);
   if (std::memcmp(magic, kMagic, 8) != 0) return corrupt("not a weight cache (bad magic)");
-  if (version != kVersion) return corrupt("version " + std::to_string(version) + ", expected 1");
+  if (version != kVersion) return corrupt("version " + std::to_string(version) + ", expected " + std::to_string(kVersion));
   if (count > kMaxEntries) return corrupt(std::to_string(count) + " entries");
   if (header == 0 || header % kAlign != 0 || header > size) {
     return corrupt("header of " + std::to_string(header) + " bytes in a file of " + std::to_string(size));
@@ -150,12 +146,13 @@ Result<WeightCache> WeightCache::Open(const std::string& path, int threads) {
         !h.Get(&e.offset) || !h.Get(&stored)) {
       return corrupt(where + " runs past the header");
     }
-    if (type > 1) return corrupt(where + " (" + name + "): type " + std::to_string(type));
-    e.type = type == 0 ? ops::WeightType::kF32 : ops::WeightType::kBf16;
-    const uint64_t want = StoredBytes(e.rows, e.cols, e.type);
-    if (want == 0 || stored != want) {
+    if (type > kLastType) return corrupt(where + " (" + name + "): type " + std::to_string(type));
+    e.type = static_cast<ops::WeightType>(type);
+    const std::optional<size_t> want = ops::PackedMatrix::BytesFor(e.rows, e.cols, e.type);
+    if (!want || stored != *want) {
       return corrupt(where + " (" + name + "): " + std::to_string(stored) + " bytes for " +
-                     std::to_string(e.rows) + " x " + std::to_string(e.cols));
+                     std::to_string(e.rows) + " x " + std::to_string(e.cols) + " of type " +
+                     std::to_string(type));
     }
     if (e.offset % kAlign != 0 || e.offset < header || e.offset > size || stored > size - e.offset) {
       return corrupt(where + " (" + name + "): bytes [" + std::to_string(e.offset) + ", +" +
@@ -193,7 +190,7 @@ Status WeightCache::Write(const std::string& path,
     if (name.empty() || name.size() > kMaxName) return InvalidError("weight cache: bad matrix name " + name);
     Put(header, static_cast<uint16_t>(name.size()));
     header.insert(header.end(), name.begin(), name.end());
-    Put(header, static_cast<uint8_t>(m->type() == ops::WeightType::kF32 ? 0 : 1));
+    Put(header, static_cast<uint8_t>(m->type()));
     Put(header, static_cast<uint64_t>(m->rows()));
     Put(header, static_cast<uint64_t>(m->cols()));
     Put(header, at);

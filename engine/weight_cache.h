@@ -1,19 +1,23 @@
-// WeightCache: a stage's packed bf16 matrices (PackedMatrix's layout) kept
-// in a file, so a later load copies them from the page cache instead of
-// packing them afresh from the checkpoint's row-major bytes.
+// WeightCache: a stage's packed matrices (PackedMatrix's layout, each at
+// the type it is resident as: f32, bf16, f16 or a GGUF block type at its
+// own size, never widened) kept in a file, so a later load copies them from
+// the page cache instead of packing them afresh from the checkpoint's bytes.
 //
-// Never trusted. A load still reads and hashes every checkpoint file it
-// uses, and each mapped matrix is compared with the packing of the bytes
-// just hashed (PackedMatrix::SameAsBf16Rows); on any difference the load
-// packs afresh and rewrites the file. So the digests a receipt names are
-// always those of the bytes the stage computes with.
+// Never trusted. A load still reads and hashes every checkpoint file (or
+// GGUF part) it uses, and each cached matrix is compared with the packing
+// of the bytes just hashed (PackedMatrix::SameAsRows, its padding rows with
+// PaddingIsZero); on any difference the load packs afresh and rewrites the
+// file. So the digests a receipt names are always those of the bytes the
+// stage computes with.
 //
-// File (little-endian): "LSPACKv1", u32 version (1), u32 entry count, u64
+// File (little-endian): "LSPACKv1", u32 version (2), u32 entry count, u64
 // header bytes (the data start, a multiple of 4096); then per entry u16
-// name length, the name, u8 type (0 f32, 1 bf16), u64 rows, u64 cols, u64
-// offset, u64 bytes; each matrix's bytes at its offset (a multiple of
-// 4096). Open checks every field against the file before anything is
-// mapped for use: Corrupt naming the file and what is wrong.
+// name length, the name, u8 type (WeightType's value: 0 f32, 1 bf16, 2 f16,
+// 3 Q8_0, 4 Q4_0, 5 Q4_K, 6 Q5_K, 7 Q6_K), u64 rows, u64 cols, u64 offset,
+// u64 bytes; each matrix's bytes at its offset (a multiple of 4096). Open
+// checks every field against the file (the bytes exactly what
+// PackedMatrix::BytesFor gives for the rows, cols and type) before anything
+// is used: Corrupt naming the file and what is wrong.
 //
 // Never mapped: Open reads the whole file (pread, through ReadOnlyFile, so
 // a FIFO or any other non-regular file is refused without blocking, and a
@@ -24,10 +28,12 @@
 // one copy of the stage's matrices out of the page cache into fresh memory
 // (docs/performance.md, "Weight cache").
 //
-// A file is named by CacheKey: the checkpoint files' identity (path,
-// device, inode, size, modification time), the stage and the weight format,
-// so a rewritten checkpoint or another stage gets another file. Files are
-// replaced by rename, never rewritten in place.
+// A file is named by PathFor: the file format's version, the packed layout
+// (ops::PackedLayoutTag: one for every ISA), the checkpoint files' identity
+// (path, device, inode, size, modification time), the stage and the weight
+// format, so a rewritten checkpoint, another stage or a build that packs
+// otherwise gets another file. Files are replaced by rename, never
+// rewritten in place.
 //
 // Move-only; Find is const and thread-safe. Views Find returns share the
 // owned bytes, which live as long as the last of them.

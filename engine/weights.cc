@@ -141,23 +141,23 @@ class SinkBuilder {
     // Weights keep their own type (BF16 bits, F16 halves, GGUF blocks)
     // unless asked to widen; F32 ones pack as f32.
     const ops::WeightType resident = ResidentType(dtype, format_);
-    const bool keep_bf16 = resident == ops::WeightType::kBf16;
-    if (keep_bf16) packed_.emplace_back(name, &m.packed);
-    if (keep_bf16 && cache_ != nullptr) {
-      if (std::optional<ops::PackedMatrix> view = cache_->Find(name, rows, cols, ops::WeightType::kBf16)) {
+    packed_.emplace_back(name, &m.packed);
+    if (cache_ != nullptr) {
+      if (std::optional<ops::PackedMatrix> view = cache_->Find(name, rows, cols, resident)) {
         m.packed = std::move(*view);
         ++check_->from_cache;
+        if (!m.packed.PaddingIsZero()) check_->Differs(name);
         const ops::PackedMatrix* cached = &m.packed;
         CacheCheck* check = check_;
         Add(t, row_bytes, [info, cached, check, name, row_bytes](uint64_t at, std::span<const uint8_t> bytes) {
           ForEachRowRun(*info, at, bytes, row_bytes, [&](uint64_t r, std::span<const uint8_t> run) {
-            if (!cached->SameAsBf16Rows(r, run)) check->Differs(name);
+            if (!cached->SameAsRows(r, run)) check->Differs(name);
           });
         });
         return;
       }
+      ++check_->packed;
     }
-    if (check_ != nullptr && keep_bf16) ++check_->packed;  // the cache holds bf16 matrices
     m.packed = ops::PackedMatrix::Allocated(rows, cols, resident, ops::PackedMatrix::Populate::kLater);
     ops::PackedMatrix* dst = &m.packed;
     unpopulated_.push_back(dst);
@@ -169,7 +169,7 @@ class SinkBuilder {
   }
 
   const std::vector<TensorSink>& sinks() const { return sinks_; }
-  // Every matrix kept as bf16, by tensor name (what a weight cache holds).
+  // Every packed matrix, by tensor name (what a weight cache holds).
   const std::vector<std::pair<std::string, const ops::PackedMatrix*>>& packed() const {
     return packed_;
   }
@@ -407,7 +407,7 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
   std::string path;  // the cache file, when there is one to use
   if (cache != nullptr && !cache->dir.empty()) {
     if (format != WeightFormat::kPackedBf16) {
-      cache->note = "weight cache: not used (bf16 weights only)";
+      cache->note = "weight cache: not used (it holds weights at their own type, not widened ones)";
     } else if (Result<std::string> p = WeightCache::PathFor(cache->dir, f, StageTag(spec, format));
                !p.ok()) {
       cache->note = "weight cache: not used: " + p.status().message();
@@ -427,10 +427,6 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
     StageWeights w;
     LOCKSTEP_RETURN_IF_ERROR(
         LoadOnce(f, c, spec, format, threads, digests, &*opened, &check, w, nullptr));
-    if (!check.differs && check.packed == 0 && check.from_cache == 0) {
-      cache->note = "weight cache: not used (the stage has no bf16 matrices)";
-      return w;
-    }
     if (!check.differs && check.packed == 0) {
       cache->note = "weight cache: " + std::to_string(check.from_cache) +
                     " matrices read from " + path + ", each equal to the checkpoint's bytes";
@@ -448,10 +444,6 @@ Result<StageWeights> LoadStageWeights(const Checkpoint& f, const ModelConfig& c,
   StageWeights w;
   LOCKSTEP_RETURN_IF_ERROR(
       LoadOnce(f, c, spec, format, threads, digests, nullptr, nullptr, w, &matrices));
-  if (matrices.empty()) {  // F16 and GGUF block types: nothing the cache holds
-    cache->note = "weight cache: not used (the stage has no bf16 matrices)";
-    return w;
-  }
   const Status wrote = WeightCache::Write(path, matrices);
   cache->note = "weight cache: " + (why.empty() ? std::string("none yet") : "not used, " + why) +
                 "; " + (wrote.ok() ? "wrote " + path : "could not write it: " + wrote.message());

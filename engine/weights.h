@@ -102,11 +102,12 @@ struct WeightCacheUse {
 // `threads` threads (same result for any count), which also hashes every
 // file the checkpoint opened: `digests`, when given, receives them. A
 // caller verifies them before using the weights (model_loader.h does).
-// With a cache directory (bf16 weights only), matrices the cache file holds
-// are read from it into owned memory and each one compared with the checkpoint's bytes as
-// they are hashed; if any differs, or the file is missing or malformed,
-// the stage is loaded afresh and the file rewritten. The result is the
-// same bits either way.
+// With a cache directory (WeightFormat::kPackedBf16 only: matrices at
+// their own type, GGUF block types included), matrices the cache file
+// holds are read from it into owned memory and each one compared with the
+// checkpoint's bytes as they are hashed; if any differs, or the file is
+// missing, malformed or lacks one, the stage is loaded afresh and the file
+// rewritten. The result is the same bits either way.
 // REQUIRES: spec validated against cfg (0 <= lo <= hi <= num_layers).
 // The three-argument form loads WeightFormat::kPackedBf16 on one thread.
 Result<StageWeights> LoadStageWeights(const Checkpoint& file, const ModelConfig& cfg,

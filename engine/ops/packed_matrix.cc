@@ -7,6 +7,8 @@
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <string>
 #include <new>
 #include <vector>
 
@@ -75,17 +77,48 @@ WeightType WeightTypeOf(GgmlType t) {
 
 const QuantPanel* QuantPanelOf(WeightType type) { return RowOf(type).panel; }
 
+std::string PackedLayoutTag() {
+  // Bump when the bytes of any type's panels change in a way the numbers
+  // below do not show.
+  constexpr int kLayoutVersion = 1;
+  std::string tag = "packed layout " + std::to_string(kLayoutVersion) + ": panel rows " +
+                    std::to_string(kPanelRows) + ", bf16 slot 1 at " + std::to_string(Bf16Slot(1)) +
+                    ", halves in row order";
+  for (const TypeRow& r : kTypes) {
+    if (r.panel == nullptr) continue;
+    const QuantPanel& q = *r.panel;
+    tag += "; " + std::string(BlockOf(q.ggml).name) + " block " + std::to_string(q.block) + "/" +
+           std::to_string(q.sub) + " head " + std::to_string(q.head_bytes) + " group " +
+           std::to_string(q.group) + "x" + std::to_string(q.group_bytes);
+  }
+  return tag;
+}
+
 Status PackedMatrix::CheckCols(WeightType type, size_t cols, const std::string& what) {
   return CheckRowLength(GgmlTypeOf(type), cols, what.c_str());
+}
+
+size_t PackedMatrix::PanelBytesFor(size_t cols, WeightType type) {
+  const QuantPanel* q = QuantPanelOf(type);
+  return q != nullptr ? cols / q->block * q->BlockBytes()
+                      : kPanelRows * cols * (type == WeightType::kF32 ? 4 : 2);
+}
+
+std::optional<size_t> PackedMatrix::BytesFor(uint64_t rows, uint64_t cols, WeightType type) {
+  constexpr uint64_t kMaxSide = uint64_t{1} << 40, kMaxBytes = uint64_t{1} << 44;
+  if (rows == 0 || cols == 0 || rows > kMaxSide || cols > kMaxSide) return std::nullopt;
+  if (static_cast<size_t>(type) >= std::size(kTypes) || !CheckCols(type, cols, "").ok()) return std::nullopt;
+  const uint64_t panel = PanelBytesFor(cols, type);  // at most 128 * 2^40: no overflow
+  const uint64_t panels = (rows + kPanelRows - 1) / kPanelRows;
+  if (panel > kMaxBytes || panels > kMaxBytes / panel) return std::nullopt;
+  return panels * panel;
 }
 
 void PackedMatrix::SetShape(size_t rows, size_t cols, WeightType type) {
   rows_ = rows;
   cols_ = cols;
   type_ = type;
-  const QuantPanel* q = QuantPanelOf(type);
-  panel_bytes_ = q != nullptr ? cols / q->block * q->BlockBytes()
-                              : kPanelRows * cols * (type == WeightType::kF32 ? 4 : 2);
+  panel_bytes_ = PanelBytesFor(cols, type);
 }
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
@@ -232,26 +265,53 @@ PackedMatrix PackedMatrix::View(std::shared_ptr<const void> owner, const uint8_t
   return m;
 }
 
-// As PackBf16Range walks them: whole panels packed into a scratch panel
-// and compared at once, other rows element by element.
-bool PackedMatrix::SameAsBf16Rows(size_t r0, std::span<const uint8_t> bytes) const {
-  const size_t n = cols_ == 0 ? 0 : bytes.size() / (2 * cols_);
-  const PackBf16PanelFn pack_panel = BestPackBf16Panel();
-  const uint16_t* const stored = reinterpret_cast<const uint16_t*>(base());
-  const size_t row_bytes = 2 * cols_;
-  thread_local std::vector<uint16_t> panel;
-  return ForPanelsAndRows(r0, n, [&](size_t i) {
-    panel.resize(kPanelRows * cols_);
-    pack_panel(bytes.data() + i * row_bytes, row_bytes, cols_, panel.data());
-    return std::memcmp(panel.data(), stored + Index(r0 + i, 0), panel.size() * 2) == 0;
-  }, [&](size_t i) {
-    const uint16_t* at = stored + Index(r0 + i, 0);
-    const uint8_t* row = bytes.data() + i * row_bytes;
+bool PackedMatrix::SameAsRows(size_t r0, std::span<const uint8_t> bytes) const {
+  assert(r0 + bytes.size() / GgmlRowBytes(GgmlTypeOf(type_), cols_) <= rows_);
+  return SameAsPanelRows(r0, bytes);
+}
+
+bool PackedMatrix::PaddingIsZero() const {
+  const size_t padding = panels() * kPanelRows - rows_;
+  if (padding == 0) return true;
+  const std::vector<uint8_t> zeros(padding * GgmlRowBytes(GgmlTypeOf(type_), cols_), 0);
+  return SameAsPanelRows(rows_, zeros);
+}
+
+// As the packers walk them: whole panels packed into a scratch panel and
+// compared at once; other rows one by one (a quantized row by its own
+// bytes, quant_panel.h; the others element by element).
+bool PackedMatrix::SameAsPanelRows(size_t r0, std::span<const uint8_t> bytes) const {
+  const size_t row_bytes = GgmlRowBytes(GgmlTypeOf(type_), cols_);
+  const size_t n = row_bytes == 0 ? 0 : bytes.size() / row_bytes;
+  const QuantPanel* q = QuantPanelOf(type_);
+  const size_t elem = type_ == WeightType::kF32 ? 4 : 2;  // unquantized types
+  auto row = [&](size_t i) {
+    const uint8_t* src = bytes.data() + i * row_bytes;
+    const size_t r = r0 + i;
+    if (q != nullptr) return SameAsQuantRow(*q, src, cols_, panel(r / kPanelRows), r % kPanelRows);
     for (size_t k = 0; k < cols_; ++k) {
-      if (std::memcmp(at + k * kPanelRows, row + 2 * k, 2) != 0) return false;
+      if (std::memcmp(base() + elem * Index(r, k), src + elem * k, elem) != 0) return false;
     }
     return true;
-  });
+  };
+  thread_local std::vector<uint8_t> scratch;
+  auto whole = [&](size_t i) {
+    if (q == nullptr && type_ != WeightType::kBf16) {  // f32, f16: no panel packer
+      for (size_t j = 0; j < kPanelRows; ++j) {
+        if (!row(i + j)) return false;
+      }
+      return true;
+    }
+    const uint8_t* src = bytes.data() + i * row_bytes;
+    scratch.resize(PanelBytes());
+    if (q != nullptr) {
+      for (size_t j = 0; j < kPanelRows; ++j) PackQuantRow(*q, src + j * row_bytes, cols_, scratch.data(), j);
+    } else {
+      BestPackBf16Panel()(src, row_bytes, cols_, reinterpret_cast<uint16_t*>(scratch.data()));
+    }
+    return std::memcmp(scratch.data(), panel((r0 + i) / kPanelRows), PanelBytes()) == 0;
+  };
+  return ForPanelsAndRows(r0, n, whole, row);
 }
 
 float PackedMatrix::At(size_t r, size_t k) const {

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -59,6 +60,12 @@ GgmlType GgmlTypeOf(WeightType type);
 WeightType WeightTypeOf(GgmlType t);
 // The panel layout of a quantized type; nullptr for kF32, kBf16, kF16.
 const QuantPanel* QuantPanelOf(WeightType type);
+// This layout as text: kPanelRows, the bf16 interleave, each quantized
+// type's panel block (quant_panel.h) and a version for changes those do not
+// show. A file of packed matrices (weight_cache.h) is keyed by it, so a
+// build that packs otherwise never reads it. The layout is one for every
+// ISA: each ISA's kernels read these same panels.
+std::string PackedLayoutTag();
 
 class ThreadPool;
 
@@ -88,16 +95,23 @@ class PackedMatrix {
   // Invalid, naming `what` and the type, unless a matrix of `cols`
   // columns can hold `type` (whole blocks per row).
   static Status CheckCols(WeightType type, size_t cols, const std::string& what);
+  // bytes() of a rows x cols matrix of `type`, or nullopt when rows or
+  // cols is 0 or above 2^40, cols is not whole blocks of the type, or the
+  // size is above 2^44 (what a weight cache checks a file's entries by).
+  static std::optional<size_t> BytesFor(uint64_t rows, uint64_t cols, WeightType type);
   // The matrix stored at `bytes` in this layout (bytes() of them, 64-byte
   // aligned), kept alive by `owner`; nothing is copied. Such a matrix is
-  // never packed into: check it with SameAsBf16Rows.
+  // never packed into: check it with SameAsRows and PaddingIsZero.
   static PackedMatrix View(std::shared_ptr<const void> owner, const uint8_t* bytes, size_t rows,
                            size_t cols, WeightType type);
-  // Whether packing these rows as PackBf16Rows does (kBf16 only) gives
-  // the bytes stored for rows [r0, r0 + n). REQUIRES type() == kBf16,
-  // r0 + n <= rows. Distinct row ranges may be checked from different
-  // threads at once.
-  bool SameAsBf16Rows(size_t r0, std::span<const uint8_t> bytes) const;
+  // Whether packing these rows as PackRows does (n rows in the layout
+  // PackRows takes for type()) gives exactly the bytes stored for rows
+  // [r0, r0 + n). REQUIRES r0 + n <= rows. Distinct row ranges may be
+  // checked from different threads at once.
+  bool SameAsRows(size_t r0, std::span<const uint8_t> bytes) const;
+  // Whether the padding rows of the last panel hold what packing leaves
+  // there (zeros: the packing of zero rows, for every type).
+  bool PaddingIsZero() const;
   // The stored bytes, bytes() of them (what a weight cache writes).
   std::span<const uint8_t> stored() const { return {base(), bytes()}; }
 
@@ -162,6 +176,10 @@ class PackedMatrix {
   void PackBf16Range(size_t r, const uint8_t* src, size_t n);
   // Rows [r, r + n) of a kF16 or quantized matrix from n GGUF rows at src.
   void PackGgufRange(size_t r, const uint8_t* src, size_t n);
+  // SameAsRows for rows [r0, r0 + n) of the panels, padding rows included.
+  bool SameAsPanelRows(size_t r0, std::span<const uint8_t> bytes) const;
+  // Bytes of one panel of cols columns of `type`. REQUIRES CheckCols.
+  static size_t PanelBytesFor(size_t cols, WeightType type);
   uint8_t* mutable_panel(size_t p) { return data_.get() + p * PanelBytes(); }
   const uint8_t* base() const { return view_ != nullptr ? view_ : data_.get(); }
   // Element index of w[r][k] in a kF32, kBf16 or kF16 matrix.

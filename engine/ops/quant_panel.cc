@@ -55,20 +55,57 @@ int QuantOf(const QuantPanel& p, const uint8_t* groups, size_t i, size_t k) {
   return nibble | ((high >> s) & 1) << 4;
 }
 
+// The largest panel block (Q6_K's): a scratch block fits any type.
+constexpr size_t kMaxBlockBytes = kQ6_KPanel.BlockBytes();
+static_assert(kQ4_KPanel.BlockBytes() <= kMaxBlockBytes && kQ5_KPanel.BlockBytes() <= kMaxBlockBytes &&
+              kQ8_0Panel.BlockBytes() <= kMaxBlockBytes && kQ4_0Panel.BlockBytes() <= kMaxBlockBytes);
+
+// Row i's bytes of the panel block at `dst` from the file's block at `src`.
+void PackBlock(const QuantPanel& p, const uint8_t* src, uint8_t* dst, size_t i) {
+  BlockFields f;
+  UnpackBlock(p.ggml, src, &f);
+  PackHead(p, f, dst, i);
+  for (size_t k = 0; k < p.block; k += p.group) {
+    PackGroup(p, f.q + k, dst + p.head_bytes + (k / p.group) * p.group_bytes, i);
+  }
+}
+
+// Whether row i's bytes of panel blocks a and b are equal: its f16 d (and
+// dmin) at 2i of the head's first 64-byte arrays, then byte i of every
+// 32-byte row after them (quant_panel.h: every other head field and
+// every group is such rows).
+bool SameRowBytes(const QuantPanel& p, const uint8_t* a, const uint8_t* b, size_t i) {
+  const bool has_dmin = p.ggml == GgmlType::kQ4_K || p.ggml == GgmlType::kQ5_K;
+  const size_t halves = has_dmin ? kHeadSc : kHeadDmin;
+  for (size_t h = 0; h < halves; h += kHeadDmin) {
+    if (a[h + 2 * i] != b[h + 2 * i] || a[h + 2 * i + 1] != b[h + 2 * i + 1]) return false;
+  }
+  for (size_t at = halves + i; at < p.BlockBytes(); at += kRows) {
+    if (a[at] != b[at]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void PackQuantRow(const QuantPanel& p, const uint8_t* row, size_t cols, uint8_t* panel, size_t i) {
   assert(cols % p.block == 0 && i < kRows);
   const size_t file_bytes = BlockOf(p.ggml).bytes;
-  BlockFields f;
   for (size_t b = 0; b < cols / p.block; ++b) {
-    UnpackBlock(p.ggml, row + b * file_bytes, &f);
-    uint8_t* dst = panel + b * p.BlockBytes();
-    PackHead(p, f, dst, i);
-    for (size_t k = 0; k < p.block; k += p.group) {
-      PackGroup(p, f.q + k, dst + p.head_bytes + (k / p.group) * p.group_bytes, i);
-    }
+    PackBlock(p, row + b * file_bytes, panel + b * p.BlockBytes(), i);
   }
+}
+
+bool SameAsQuantRow(const QuantPanel& p, const uint8_t* row, size_t cols, const uint8_t* panel,
+                    size_t i) {
+  assert(cols % p.block == 0 && i < kRows);
+  const size_t file_bytes = BlockOf(p.ggml).bytes;
+  uint8_t scratch[kMaxBlockBytes];
+  for (size_t b = 0; b < cols / p.block; ++b) {
+    PackBlock(p, row + b * file_bytes, scratch, i);
+    if (!SameRowBytes(p, scratch, panel + b * p.BlockBytes(), i)) return false;
+  }
+  return true;
 }
 
 float QuantPanelValue(const QuantPanel& p, const uint8_t* panel, size_t cols, size_t i, size_t k) {

@@ -62,6 +62,13 @@ inline constexpr QuantPanel kQ6_KPanel{GgmlType::kQ6_K, 256, 16, 576, 4, 96};
 // only row i's bytes. REQUIRES cols % p.block == 0.
 void PackQuantRow(const QuantPanel& p, const uint8_t* row, size_t cols, uint8_t* panel, size_t i);
 
+// Whether row i of the panel at `panel` holds exactly the bytes
+// PackQuantRow writes there for `row` (reads only row i's bytes). Since
+// every bit of a block is a field PackQuantRow keeps, equal bytes mean an
+// equal row of the file. REQUIRES cols % p.block == 0.
+bool SameAsQuantRow(const QuantPanel& p, const uint8_t* row, size_t cols, const uint8_t* panel,
+                    size_t i);
+
 // E2.3's value of row i, column k of the panel at `panel` (cols columns),
 // by WeightValue (quant_blocks.h).
 float QuantPanelValue(const QuantPanel& p, const uint8_t* panel, size_t cols, size_t i, size_t k);

@@ -15,7 +15,7 @@
 #include "engine/ops/quant_blocks.h"
 #include "engine/ops/rope.h"
 #include "engine/rope_table.h"
-#include "model_fixture.h"
+#include "gguf_fixture.h"
 
 namespace lockstep::testing {
 namespace {
@@ -30,21 +30,6 @@ TEST(GgufStage, FileAndKernelBlockSizesAgree) {
     EXPECT_EQ(std::string(b->name), std::string(DTypeName(d)));
     EXPECT_EQ(DTypeFromGgml(GgmlTypeOf(d)), d);
   }
-}
-
-// A synthetic model of `type` (hidden 256 so K-quant rows are whole blocks).
-std::string GgufModel(const std::string& tag, const std::string& type, bool qwen = false) {
-  const std::string dir = FreshPath("gguf_" + tag);
-  std::filesystem::create_directories(dir);
-  SyntheticShape s;
-  s.hidden = 256, s.layers = 3, s.heads = 4, s.kv_heads = 2, s.inter = 512, s.vocab = 300;
-  s.bias = qwen, s.untied = qwen;
-  auto cfg = ParseModelConfig(SyntheticConfigJson(s), "shape");
-  EXPECT_TRUE(cfg.ok());
-  const std::string path = dir + "/model.gguf";
-  const Status st = WriteSyntheticGguf(path, *cfg, qwen, *GgufQuantMixByName(type), 21, {});
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  return path;
 }
 
 const std::vector<uint32_t> kPrompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5};
@@ -116,22 +101,6 @@ TEST(GgufStage, WeightsStayAtAboutTheFilesSize) {
     EXPECT_GE(ratio, 0.99);
     EXPECT_LE(ratio, 1.1);
   }
-}
-
-// The weight cache holds bf16 matrices: a quantized file's stage neither
-// writes an empty cache file nor loads twice.
-TEST(GgufStage, AWeightCacheLeavesQuantizedMatricesAlone) {
-  const std::string path = GgufModel("cache_q8", "q8_0");
-  const std::string cache = FreshPath("gguf_cache_dir");
-  for (int run = 0; run < 2; ++run) {
-    auto model = OpenModelDir(path, ModelPins{});
-    ASSERT_TRUE(model.ok());
-    const StageSpec all{0, model->config.num_layers, true, true};
-    auto l = LoadStage(*model, all, ComputeOptions{"auto", 1, WeightFormat::kPackedBf16, cache});
-    ASSERT_TRUE(l.ok()) << l.status().ToString();
-    EXPECT_EQ(l->weight_cache_note, "weight cache: not used (the stage has no bf16 matrices)");
-  }
-  EXPECT_FALSE(std::filesystem::exists(cache) && !std::filesystem::is_empty(cache));
 }
 
 TEST(GgufStage, RopeFreqsDivideTheInvFreqTable) {

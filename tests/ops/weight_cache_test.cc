@@ -22,12 +22,18 @@
 #include <unistd.h>
 
 #include "engine/io/synthetic_model.h"
+#include "tests/ops/weight_cache_fixture.h"
 #include "tests/ops/model_fixture.h"
+#include "tests/ops/random_blocks.h"
 
 namespace lockstep {
 namespace {
 
 using testing::DecodeLogits;
+using testing::OnlyFile;
+using testing::U64At;
+constexpr auto& ReadFile = testing::ReadBytes;
+constexpr auto& WriteFile = testing::WriteBytes;
 
 SyntheticShape Shape() { return testing::SmallUntiedShape(); }
 
@@ -35,56 +41,12 @@ std::string Scratch(const std::string& name) { return testing::FreshPath("weight
 
 const std::vector<uint32_t> kPrompt = {7, 1, 8, 2, 8, 1, 8, 2, 8};
 
-struct Loaded {
-  std::vector<float> logits;  // 6 greedy steps
-  Digest weights{};
-  std::string note;
-};
+using Loaded = testing::CacheLoad;
+using testing::ExpectSameBits;
 
 Loaded LoadAndDecode(const std::string& model_dir, const std::string& cache_dir,
                      const StageSpec* stage = nullptr) {
-  auto m = OpenModelDir(model_dir, ModelPins{}, stage);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  if (!m.ok()) return {};
-  const StageSpec all{0, m->config.num_layers, true, true};
-  ComputeOptions compute{ops::BestKernels().name, 2, WeightFormat::kPackedBf16, cache_dir};
-  auto s = LoadStage(*m, stage != nullptr ? *stage : all, compute);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  if (!s.ok()) return {};
-  Loaded out;
-  if (stage == nullptr) out.logits = DecodeLogits(**s, kPrompt, 6);
-  out.weights = m->hashes.weights;
-  out.note = s->weight_cache_note;
-  return out;
-}
-
-void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  ASSERT_FALSE(want.empty());
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
-}
-
-std::string OnlyFile(const std::string& dir) {
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path().string());
-  EXPECT_EQ(files.size(), 1u);
-  return files.empty() ? "" : files[0];
-}
-
-std::vector<uint8_t> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
-
-uint64_t U64At(const std::vector<uint8_t>& b, size_t at) {
-  uint64_t v = 0;
-  std::memcpy(&v, b.data() + at, 8);
-  return v;
+  return testing::LoadWithCache(model_dir, cache_dir, kPrompt, "auto", stage);
 }
 
 // A model, its decode without a cache, and the cache file a first load
@@ -278,25 +240,47 @@ TEST(WeightCache, RandomFilesNeverOpen) {
   EXPECT_EQ(WeightCache::Open(dir + "/absent").status().kind(), ErrorKind::kNotFound);
 }
 
-// The comparison a cached matrix goes through: true for every piece of
-// the bytes it was packed from (whole panels, parts of panels), false for
-// exactly the pieces holding one changed element.
-TEST(WeightCache, SameAsBf16RowsNoticesOneElement) {
-  const size_t rows = 70, cols = 37;
-  std::vector<uint8_t> bytes(rows * cols * 2);
+// The comparison a cached matrix goes through, on every type: true for
+// every piece of the rows it was packed from (whole panels, parts of
+// panels), false for exactly the pieces holding one changed byte, wherever
+// that byte is in its row (so every bit of a block counts); and the
+// padding rows of the last panel must be zero.
+TEST(WeightCache, SameAsRowsNoticesOneByteOfEveryType) {
   std::mt19937 rng(3);
-  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
-  const ops::PackedMatrix m = ops::PackedMatrix::FromBf16Bytes(bytes, rows, cols, ops::WeightType::kBf16);
   const std::vector<std::pair<size_t, size_t>> pieces = {{0, 70}, {0, 32}, {32, 38}, {5, 40}, {69, 1}, {31, 2}};
-  for (const auto& [r0, n] : pieces) {
-    EXPECT_TRUE(m.SameAsBf16Rows(r0, std::span(bytes).subspan(r0 * cols * 2, n * cols * 2)));
-  }
-  const size_t changed_row = 33;
-  bytes[(changed_row * cols + 20) * 2] ^= 0x04;
-  for (const auto& [r0, n] : pieces) {
-    const bool holds = r0 <= changed_row && changed_row < r0 + n;
-    EXPECT_EQ(m.SameAsBf16Rows(r0, std::span(bytes).subspan(r0 * cols * 2, n * cols * 2)), !holds)
-        << "rows [" << r0 << ", " << r0 + n << ")";
+  for (ops::WeightType t : {ops::WeightType::kF32, ops::WeightType::kBf16, ops::WeightType::kF16,
+                            ops::WeightType::kQ8_0, ops::WeightType::kQ4_0, ops::WeightType::kQ4_K,
+                            ops::WeightType::kQ5_K, ops::WeightType::kQ6_K}) {
+    const ops::GgmlBlock& block = ops::BlockOf(ops::GgmlTypeOf(t));
+    SCOPED_TRACE(block.name);
+    const size_t rows = 70, cols = block.elems == 1 ? 37 : 2 * block.elems;
+    const size_t row_bytes = ops::GgmlRowBytes(block.type, cols);
+    std::vector<uint8_t> bytes = ops::testing::RandomBlocks(rng, block.type, rows * cols / block.elems);
+    ops::PackedMatrix m = ops::PackedMatrix::Allocated(rows, cols, t);
+    m.PackRows(0, bytes);
+    auto same = [&](size_t r0, size_t n) {
+      return m.SameAsRows(r0, std::span(bytes).subspan(r0 * row_bytes, n * row_bytes));
+    };
+    for (const auto& [r0, n] : pieces) EXPECT_TRUE(same(r0, n)) << "rows [" << r0 << ", " << r0 + n << ")";
+    EXPECT_TRUE(m.PaddingIsZero());
+    const size_t changed_row = 33;
+    for (size_t at = 0; at < row_bytes; at += 1 + at % 3) {
+      bytes[changed_row * row_bytes + at] ^= 0x10;
+      for (const auto& [r0, n] : pieces) {
+        const bool holds = r0 <= changed_row && changed_row < r0 + n;
+        EXPECT_EQ(same(r0, n), !holds) << "byte " << at << ", rows [" << r0 << ", " << r0 + n << ")";
+      }
+      bytes[changed_row * row_bytes + at] ^= 0x10;
+    }
+    // A view of the stored bytes whose last byte is changed: it belongs to
+    // row 31 of the last panel (every type's layout ends with a k-row or a
+    // group row of the panel's 32 rows), row 95 here, a padding row.
+    std::vector<uint8_t> stored(m.stored().begin(), m.stored().end());
+    const ops::PackedMatrix view = ops::PackedMatrix::View(nullptr, stored.data(), rows, cols, t);
+    EXPECT_TRUE(view.PaddingIsZero());
+    stored.back() ^= 0x01;
+    EXPECT_FALSE(view.PaddingIsZero());
+    EXPECT_TRUE(view.SameAsRows(0, bytes));  // the real rows are untouched
   }
 }
 
