@@ -181,17 +181,23 @@ Status CoordinatorImpl::Handshake(const std::vector<StageSpec>& specs) {
   std::vector<zmq_pollitem_t> items(n);
   while (std::count(acked.begin(), acked.end(), true) < static_cast<long>(n)) {
     const auto now = Clock::now();
+    // A stage that has acknowledged is heartbeaten and watched like the
+    // others while the rest load: it answers only heartbeats, and the loop
+    // after the handshake would find it silent for as long as the slowest
+    // stage took to load.
     for (size_t k = 0; k < n; ++k) {
-      if (acked[k]) continue;
       if (Status refused = links_[k].monitor.Check(); !refused.ok()) {
         return refused.WithContext(Describe(k));
       }
-      if (now >= deadline) {
+      if (!acked[k] && now >= deadline) {
         return TimeoutError(Describe(k) + " did not finish loading within " +
                             Ms(config_.request_timeout));
       }
       if (links_[k].liveness.IsDead(now)) {
-        return DisconnectedError(Describe(k) + " did not answer the handshake: nothing received for " +
+        return DisconnectedError(Describe(k) + (acked[k] ? " stopped answering while the other "
+                                                           "stages loaded"
+                                                         : " did not answer the handshake") +
+                                 ": nothing received for " +
                                  Ms(config_.heartbeat * config_.liveness));
       }
       if (now - links_[k].last_heartbeat >= config_.heartbeat) {

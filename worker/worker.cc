@@ -161,6 +161,10 @@ bool Worker::Apply(Compute& c, Work& work) {
       host.DropSessions();
       break;
     case Work::Kind::kMessage:
+      if (options_.load_delay_for_testing.count() > 0 &&
+          std::holds_alternative<wire::Assign>(work.message)) {
+        std::this_thread::sleep_for(options_.load_delay_for_testing);
+      }
       host.Handle(work.message, &c.out);
       break;
   }

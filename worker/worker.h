@@ -94,6 +94,8 @@ struct WorkerOptions {
   // Test hook: after taking a decode step, the compute thread waits up to
   // this long for more to batch with it (0: only what is already queued).
   std::chrono::milliseconds batch_window_for_testing{0};
+  // Test hook: loading an assigned stage also sleeps this long (a large one).
+  std::chrono::milliseconds load_delay_for_testing{0};
   // Test hook: every decode pass also sleeps this long (a slow stage).
   std::chrono::milliseconds step_delay_for_testing{0};
   // Test hook, called on the compute thread with every verified hidden frame.
