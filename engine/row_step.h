@@ -59,8 +59,8 @@ Status CheckRows(std::span<const uint32_t> tokens, uint32_t rows);
 // their logits, the hashes on `pool`'s other threads (null: the caller).
 // Appends the accepted outcomes to *out and, when `states` is not null,
 // the chain's state after each accepted row to *states (a pipeline's last
-// stage reports every row's, engine/row_step.h's caller keeps the k it
-// accepts).
+// stage reports every row's state; its coordinator resumes from the last
+// row it keeps).
 struct RowsChosen {
   size_t count = 0;    // rows accepted (>= 1)
   bool ended = false;  // the last of them chose a token other than its next

@@ -17,14 +17,7 @@ namespace {
 
 class RowStepRules : public TwoStages {
  protected:
-  void OpenSession(uint64_t id, bool trace) {
-    wire::SessionOpen open;
-    open.session_id = id;
-    open.trace = trace;
-    first_.Handle(open, &out_);
-    last_.Handle(Take(&out_, Outgoing::To::kNextStage, &pool_), &out_);
-    ASSERT_TRUE(out_.empty());
-  }
+  void OpenSession(uint64_t id, bool trace) { Open(id, 0, trace); }
   wire::TokenInput Input(uint64_t id, uint32_t pos, std::vector<uint32_t> ids, uint32_t decode_step,
                          const Sha256State& chain, uint16_t step_rows) const {
     wire::TokenInput in;
