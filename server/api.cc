@@ -68,6 +68,7 @@ json Receipt(const Finish& f, const ParsedRequest& r, const ApiContext& ctx) {
   in.window = r.spec.request.window;
   in.evictions = r.spec.request.evictions;
   in.sampling = r.spec.request.sampling;
+  in.speculative = r.spec.speculative;
   in.plan = ctx.plan;
   in.workers = ctx.workers;
   in.generated_text = runtime::DecodeText(ctx.model.tokenizer, f.result.generated);
