@@ -426,8 +426,10 @@ Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
   // Who may send this step before where it goes: a relayed step the session
   // does not expect is refused as such even when its position is stale too.
   LOCKSTEP_RETURN_IF_ERROR(CheckRelay(*s, m));
-  LOCKSTEP_RETURN_IF_ERROR(wire::CheckStepRowsShape(m.step_rows, m.handoff, m.relayed,
-                                                    m.token_ids.size(), StepName(m)));
+  if (m.step_rows > 0) {  // (the name is built only then: a decode step allocates nothing)
+    LOCKSTEP_RETURN_IF_ERROR(wire::CheckStepRowsShape(m.step_rows, m.handoff, m.relayed,
+                                                      m.token_ids.size(), StepName(m)));
+  }
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.token_ids.size()));
   LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(m.token_ids.size(), [&m] { return StepName(m); }));
   LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
@@ -450,8 +452,10 @@ Status StageHost::AcceptHidden(const wire::HiddenFrame& m, Input* in) {
     return InvalidError("hidden frame resumes at layer " + std::to_string(m.resume_layer) +
                         " but this stage starts at layer " + std::to_string(assign_.layer_lo));
   }
-  LOCKSTEP_RETURN_IF_ERROR(
-      wire::CheckStepRowsShape(m.step_rows, m.handoff, false, m.seq, StepName(m)));
+  if (m.step_rows > 0) {
+    LOCKSTEP_RETURN_IF_ERROR(
+        wire::CheckStepRowsShape(m.step_rows, m.handoff, false, m.seq, StepName(m)));
+  }
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.seq));
   LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(m.seq, [&m] { return StepName(m); }));
   const size_t expected = s->trace ? size_t{m.resume_layer} * std::max<size_t>(1, m.step_rows) : 0;
