@@ -10,13 +10,16 @@
 # Prints decode_ms_per_token (1000 / tok/s over the decode steps after the
 # prompt's), the proposals kept, the median speedup (plain / speculative
 # ms per token) and the load. Both runs must print the same cis2_ref.
-# Usage: bench/speculative_speed.sh LOCKSTEP MODEL_DIR [ROUNDS=3] [THREADS=2] [GEN=128] [REPEAT=33445,31134]
+# WORKERS > 0: both sharded over that many loopback workers (each with
+# THREADS threads): plain decoding relays its steps, speculative decoding
+# checks its proposals as multi-row steps on the workers.
+# Usage: bench/speculative_speed.sh LOCKSTEP MODEL_DIR [ROUNDS=3] [THREADS=2] [GEN=128] [REPEAT=33445,31134] [WORKERS=0]
 set -euo pipefail
-L=$1; M=$2; N=${3:-3}; T=${4:-2}; G=${5:-128}; REP=${6:-33445,31134}
+L=$1; M=$2; N=${3:-3}; T=${4:-2}; G=${5:-128}; REP=${6:-33445,31134}; W=${7:-0}
 repeat_ids=$(python3 -c "print(','.join(['$REP'] * 8))")
 scrambled=$(python3 -c "print(','.join(str((i * 7919 + 13) % 1000) for i in range(16)))")
 one() {  # workload flag -> "ms cis2 note"
-  local args=("$L" run --model "$M" --gen "$G" --threads "$T" --single-run)
+  local args=("$L" run --model "$M" --gen "$G" --threads "$T" --single-run --workers "$W")
   if [ "$1" = repetitive ]; then args+=(--ids "$repeat_ids"); else
     args+=(--ids "$scrambled" --temperature 1 --seed 5); fi
   [ "$2" = spec ] && args+=(--speculative)

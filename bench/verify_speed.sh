@@ -7,9 +7,12 @@
 # weights loaded), the medians, the median ratios run/verify (wall) and
 # run decode / verify recompute (GEN x decode_ms_per_token over recompute_s:
 # the engine's share, without the weight load both pay) and the load.
-# Usage: bench/verify_speed.sh LOCKSTEP MODEL_DIR [ROUNDS=3] [THREADS=2] [GEN=256]
+# WORKERS > 0: both sharded over that many loopback workers (each with
+# THREADS threads): the run relays its decode steps, verify sends its rows
+# as multi-row steps (docs/wire_protocol.md, "Multi-row steps").
+# Usage: bench/verify_speed.sh LOCKSTEP MODEL_DIR [ROUNDS=3] [THREADS=2] [GEN=256] [WORKERS=0]
 set -euo pipefail
-L=$1; M=$2; N=${3:-3}; T=${4:-2}; G=${5:-256}
+L=$1; M=$2; N=${3:-3}; T=${4:-2}; G=${5:-256}; W=${6:-0}
 R=$(mktemp -d)
 trap 'rm -rf "$R"' EXIT
 ids=$(python3 -c "print(','.join(str((i * 7919 + 13) % 1000) for i in range(16)))")
@@ -18,14 +21,14 @@ run_once() {
   local t0 t1 ms
   t0=$(now)
   ms=$("$L" run --model "$M" --ids "$ids" --gen "$G" --threads "$T" --single-run \
-       --receipt "$R/r.json" | awk '/decode_ms_per_token/ {print $3}')
+       --workers "$W" --receipt "$R/r.json" | awk '/decode_ms_per_token/ {print $3}')
   t1=$(now)
   echo "$(echo "$t1 - $t0" | bc) $ms"
 }
 verify_once() {
   local t0 t1 out
   t0=$(now)
-  out=$("$L" verify "$R/r.json" --model "$M" --threads "$T")
+  out=$("$L" verify "$R/r.json" --model "$M" --threads "$T" --workers "$W")
   t1=$(now)
   grep -q '^VERIFIED$' <<<"$out"
   echo "$(echo "$t1 - $t0" | bc) $(awk '/^recompute_s/ {print $3}' <<<"$out")"

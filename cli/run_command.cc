@@ -208,8 +208,10 @@ Status RunSharded(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(Prepared p, Prepare(o));
   LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo model, InspectModelDir(o.model_dir, p.pins));
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req, RequestFor(o, model));
+  SpeculativeStats stats;
   runtime::LoopbackOptions loopback{o.model_dir, o.workers, o.plan, o.window, o.compute,
                                     o.single_run ? 1 : 2, o.ship_logits, o.trace};
+  loopback.decode = DecoderFor(o, &stats);
   LOCKSTEP_ASSIGN_OR_RETURN(loopback.plan_balance, ParsePlanBalance(o.plan_balance));
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr,
                             runtime::RunOnLoopback(loopback, model, p.pins, req));
@@ -219,6 +221,7 @@ Status RunSharded(const RunOptions& o) {
   report.notes = std::move(lr.notes);
   report.site.workers = std::move(lr.stages);
   report.timings = {{"decode_ms_per_token_sharded", lr.run.decode_ms_per_token}};
+  if (o.speculative) report.notes.push_back(SpeculativeNote(stats));
   if (o.compare_monolithic) {
     LOCKSTEP_ASSIGN_OR_RETURN(OpenModel mapped, MapWeights(model));
     const runtime::LocalRunOptions local{o.window, o.compute, 1, o.trace};
@@ -235,10 +238,6 @@ Status RunSharded(const RunOptions& o) {
 
 int RunRunCommand(const RunOptions& o) {
   const bool sharded = o.workers != 0 || !o.plan.empty();
-  if (sharded && o.speculative) {  // workers would check the rows one step at a time: slower
-    return ExitStatus("run", InvalidError("--speculative decodes monolithically (not with "
-                                          "--workers or --plan yet)"));
-  }
   return ExitStatus("run", sharded ? RunSharded(o) : RunMonolithic(o));
 }
 

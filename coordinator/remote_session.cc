@@ -26,13 +26,13 @@ RemoteSession::~RemoteSession() {
 
 Result<SessionLink::StepReply> RemoteSession::Send(std::span<const uint32_t> tokens,
                                                    std::optional<wire::ChainHandoff> handoff,
-                                                   uint32_t relay) {
+                                                   uint32_t relay, uint16_t step_rows) {
   if (tokens.empty()) return InvalidError("no tokens to feed");
   // Retried only when a recovery started meanwhile; each one uses up a
   // spare, so this runs at most spares + 1 times.
   for (;;) {
     LOCKSTEP_RETURN_IF_ERROR(Current());
-    Result<StepReply> got = Exchange(tokens, history_.length(), handoff, relay);
+    Result<StepReply> got = Exchange(tokens, history_.length(), handoff, relay, step_rows);
     if (got.ok()) {
       history_.Fed(tokens);
       return got;
@@ -52,10 +52,11 @@ Status RemoteSession::Current() {
 Result<SessionLink::StepReply> RemoteSession::Exchange(std::span<const uint32_t> tokens,
                                                        uint32_t first_position,
                                                        std::optional<wire::ChainHandoff> handoff,
-                                                       uint32_t relay) {
+                                                       uint32_t relay, uint16_t step_rows) {
   wire::TokenInput in = NextInput(tokens, first_position);
   in.handoff = std::move(handoff);
   if (in.handoff) in.handoff->relay = relay;
+  in.step_rows = step_rows;
   // The relayed steps take the request numbers after this one.
   step_ += relay;
   timeline::Mark(timeline::Event::kCoordinatorRequest, 0, id(), in.step);
@@ -235,6 +236,11 @@ Result<StepOutcome> RemoteSession::FeedAndChoose(std::span<const uint32_t> token
 }
 
 Result<StepOutcome> RemoteSession::Outcome(wire::StepResult got, const StepContext& ctx) {
+  if (!got.later_rows.empty()) {
+    return CorruptError("session " + std::to_string(id()) + ": the last stage sent " +
+                        std::to_string(got.later_rows.size() + 1) +
+                        " step rows for an ordinary step");
+  }
   LOCKSTEP_RETURN_IF_ERROR(CheckVocab("token", got.token));
   LOCKSTEP_RETURN_IF_ERROR(TakeTrace(std::move(got.layer_digests)));
   LOCKSTEP_ASSIGN_OR_RETURN(*ctx.chain, WitnessChain::Resume(got.chain_state));

@@ -18,6 +18,18 @@
 // steps still relayed and evicts their positions, which leaves every
 // stage's cache as if they had never run (KV eviction is exact).
 //
+// Multi-row steps (FeedRows, engine/row_step.h): the tokens go as one
+// TokenInput whose last rows are steps (stepRows; at most
+// kStepRowsPerRequest per request, a longer run in several), every stage
+// runs them as one pass and the last stage reports every step row's
+// outcome in one StepResult (worker/row_step_host.h). The session keeps
+// the rows in order while each one's token equals the token fed after it
+// (AcceptedRows), resumes the chain from the last kept row's state and
+// evicts the rest on every stage (an Evict posted before anything else of
+// the session, so its next step cannot overtake it). Every reply is
+// checked: exactly the rows asked for, tokens in the vocabulary, a trace of
+// every model layer per row when traced.
+//
 // Thread-compatible (one thread drives a session). The link must outlive
 // the session.
 #pragma once
@@ -55,6 +67,11 @@ class RemoteSession final : public StepBackend {
                                     const StepContext& ctx) override;
   // Validated locally (as KvCache::Evict would), then applied on every stage.
   Status Evict(uint32_t from, uint32_t count) override;
+  // Rows computed together on the workers (remote_session_rows.cc); with
+  // --ship-logits, or a single row, one FeedAndChoose per step.
+  Status FeedRows(std::span<const uint32_t> tokens, uint32_t rows, const StepContext& ctx,
+                  RowSteps* out) override;
+  static constexpr uint32_t kStepRowsPerRequest = 64;
   // The next FeedAndChoose relays `steps` steps after it (not with
   // --ship-logits, which chooses on the coordinator).
   void ExpectChainedSteps(uint32_t steps) override { ahead_ = steps; }
@@ -113,13 +130,22 @@ class RemoteSession final : public StepBackend {
   // whenever a recovery happened since it was last built; records the feed
   // in the history once it succeeded.
   Result<StepReply> Send(std::span<const uint32_t> tokens,
-                         std::optional<wire::ChainHandoff> handoff, uint32_t relay = 0);
+                         std::optional<wire::ChainHandoff> handoff, uint32_t relay = 0,
+                         uint16_t step_rows = 0);
   // Rebuilds the session if a recovery happened since it was built, after
   // waiting for any recovery in progress; retried while recoveries follow.
   Status Current();
   // One TokenInput at `first_position` and its reply, or the failure.
   Result<StepReply> Exchange(std::span<const uint32_t> tokens, uint32_t first_position,
-                             std::optional<wire::ChainHandoff> handoff, uint32_t relay = 0);
+                             std::optional<wire::ChainHandoff> handoff, uint32_t relay = 0,
+                             uint16_t step_rows = 0);
+  // One request of a multi-row step: `tokens` whose last `rows` rows are
+  // steps ctx.step.., `next` the tokens fed after them. Appends the kept
+  // rows to *out, advances the chain, evicts the rest; *ended when a kept
+  // row's token differs from the token fed after it.
+  Status RowRequest(std::span<const uint32_t> tokens, uint32_t rows,
+                    std::span<const uint32_t> next, const StepContext& ctx, RowSteps* out,
+                    bool* ended);
   // The StepResult of the next relayed step (whose request number is
   // step_ - relay_.left); advances relay_. The relay ends on any failure.
   Result<wire::StepResult> TakeRelayed();

@@ -32,13 +32,15 @@ const StepContext& DecodeSession::Context() {
 
 void DecodeSession::Fed(size_t n) { fed_ = std::min(req_.prompt.size(), fed_ + n); }
 
-Status DecodeSession::Chose(size_t n, const StepOutcome& o) {
+Status DecodeSession::Chose(size_t n, const StepOutcome& o, const std::vector<Digest>* trace) {
   Fed(n);
   const uint32_t step = static_cast<uint32_t>(generated_.size());
   generated_.push_back(o.token);
   logits_sha256_.push_back(o.logits_sha256);
-  if (const auto trace = backend_.StepTrace(); !trace.empty()) {
-    layer_digests_.emplace_back(trace.begin(), trace.end());
+  if (trace != nullptr) {
+    layer_digests_.push_back(*trace);
+  } else if (const auto own = backend_.StepTrace(); !own.empty()) {
+    layer_digests_.emplace_back(own.begin(), own.end());
   }
   last_[0] = o.token;
   if (Status st = ApplyEvictions(step); !st.ok()) {

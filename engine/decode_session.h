@@ -16,8 +16,8 @@
 // After step s's token: the evictions scheduled at s are applied on the
 // backend, then the stop rule is checked (a token in `eos`, or `text`
 // returning true), then the `gen` bound. A multi-row step (several tokens
-// whose every row's logits are kept) would plug in beside Chose: one
-// outcome per row, each folded as Chose folds one.
+// whose every row's logits are kept: StepSpeculatively, engine/
+// speculative.h) reports each row through Chose, with that row's trace.
 //
 // REQUIRES: ValidateDecodeRequest(req) is Ok (the session keeps a copy);
 // the backend outlives the session and holds exactly the first `cached`
@@ -74,9 +74,11 @@ class DecodeSession {
   // Bookkeeping of a step that fed `n` prompt tokens and chose nothing.
   void Fed(size_t n);
   // Bookkeeping of a step that fed `n` tokens and chose `o`: records it
-  // (with the backend's StepTrace), applies the evictions due, checks the
-  // stop rule and the bound. An eviction's failure is returned naming it.
-  Status Chose(size_t n, const StepOutcome& o);
+  // (with `trace`, or when null the backend's StepTrace), applies the
+  // evictions due, checks the stop rule and the bound. An eviction's
+  // failure is returned naming it.
+  Status Chose(size_t n, const StepOutcome& o, const std::vector<Digest>* trace = nullptr);
+  const StopRule& stop_rule() const { return stop_; }
 
   // One step alone on the backend: NextTokens(budget), then Feed (a chunk
   // that chooses nothing) or FeedAndChoose, then Fed/Chose. Before each run

@@ -1,8 +1,9 @@
 // RowDecode: what a decode driven by multi-row steps (engine/row_step.h)
-// keeps between its passes, the one set-up of the drivers beside
-// DecodeSession that feed several rows per pass (teacher forcing,
-// speculative decoding): the result being built, the witness chain every
-// chosen step folds into, and the StepContext that chooses with them.
+// keeps between its passes when its rows are given, not chosen (teacher
+// forcing feeds the tokens a receipt claims; speculative decoding, whose
+// rows follow its own choices, steps a DecodeSession instead): the result
+// being built, the witness chain every chosen step folds into, and the
+// StepContext that chooses with them.
 // A pass's accepted steps are appended in step order (Append); Finish
 // seals the chain (CIS2_REF) and the argmax digest, as RunDecode's result.
 //

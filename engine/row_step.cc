@@ -33,7 +33,7 @@ Status StepBackend::FeedRows(std::span<const uint32_t> tokens, uint32_t rows,
 
 RowsChosen ChooseRows(std::span<const float> logits, size_t m, std::span<const uint32_t> next,
                       const StepContext& ctx, uint32_t first_step, std::vector<StepOutcome>* out,
-                      ops::ThreadPool* pool) {
+                      ops::ThreadPool* pool, std::vector<Sha256State>* states) {
   const size_t vocab = logits.size() / m, base = out->size();
   auto row = [&](size_t i) { return logits.subspan(i * vocab, vocab); };
   RowsChosen r;
@@ -49,13 +49,22 @@ RowsChosen ChooseRows(std::span<const float> logits, size_t m, std::span<const u
   ops::ForEachChunk(pool, r.count + 1, 1, [&](size_t b, size_t e, size_t) {
     for (size_t item = b; item < e; ++item) {
       if (item == 0) {
-        for (size_t i = 0; i < r.count; ++i) ctx.chain->AddStep(row(i), (*out)[base + i].token);
+        for (size_t i = 0; i < r.count; ++i) {
+          ctx.chain->AddStep(row(i), (*out)[base + i].token);
+          if (states != nullptr) states->push_back(ctx.chain->Export());
+        }
       } else {
         (*out)[base + item - 1].logits_sha256 = LogitsSha256(row(item - 1));
       }
     }
   });
   return r;
+}
+
+size_t AcceptedRows(std::span<const StepOutcome> chosen, std::span<const uint32_t> next) {
+  size_t k = 1;
+  while (k < chosen.size() && (k > next.size() || chosen[k - 1].token == next[k - 1])) ++k;
+  return k;
 }
 
 }  // namespace lockstep

@@ -57,13 +57,22 @@ Status CheckRows(std::span<const uint32_t> tokens, uint32_t rows);
 // next[i] (next may be shorter than m: rows past its end are not
 // compared). Folds the accepted rows into *ctx.chain in order and hashes
 // their logits, the hashes on `pool`'s other threads (null: the caller).
-// Appends the accepted outcomes to *out.
+// Appends the accepted outcomes to *out and, when `states` is not null,
+// the chain's state after each accepted row to *states (a pipeline's last
+// stage reports every row's state; its coordinator resumes from the last
+// row it keeps).
 struct RowsChosen {
   size_t count = 0;    // rows accepted (>= 1)
   bool ended = false;  // the last of them chose a token other than its next
 };
 RowsChosen ChooseRows(std::span<const float> logits, size_t m, std::span<const uint32_t> next,
                       const StepContext& ctx, uint32_t first_step, std::vector<StepOutcome>* out,
-                      ops::ThreadPool* pool);
+                      ops::ThreadPool* pool, std::vector<Sha256State>* states = nullptr);
+
+// How many of a multi-row step's chosen tokens are accepted: steps are
+// kept in order while each one's token equals the token fed after it
+// (next[i]; rows past next's end are not compared), ending after the first
+// that differs. REQUIRES !chosen.empty(); returns 1..chosen.size().
+size_t AcceptedRows(std::span<const StepOutcome> chosen, std::span<const uint32_t> next);
 
 }  // namespace lockstep

@@ -4,85 +4,81 @@
 #include <vector>
 
 #include "engine/proposer.h"
-#include "engine/row_decode.h"
-#include "engine/row_step.h"
 
 namespace lockstep {
-namespace {
 
-// How many tokens to propose: none for `skip` steps after a fully rejected
-// pass (the skip doubling while rejections go on); otherwise a budget that
-// doubles after a fully kept pass and shrinks to one past the kept run
-// after a partly kept one, so rows that would be thrown away are not fed.
-class ProposalPolicy {
- public:
-  explicit ProposalPolicy(uint32_t max) : max_(max), budget_(std::min<uint32_t>(2, max)) {}
-  uint32_t Next() {
-    if (skip_ == 0) return budget_;
+Speculator::Speculator(std::span<const uint32_t> prompt, const SpeculativeOptions& o)
+    : o_(o), budget_(std::min<uint32_t>(2, o.max_proposals)), history_(prompt.begin(), prompt.end()) {}
+
+std::span<const uint32_t> Speculator::Propose(uint32_t room, std::span<const uint32_t> eos) {
+  proposals_.clear();
+  uint32_t budget = budget_;
+  if (skip_ > 0) {  // backing off after rejections
     --skip_;
-    return 0;
+    budget = 0;
   }
-  void Observe(size_t proposed, size_t kept) {
-    if (proposed == 0) return;
-    if (kept == 0) {
-      skip_ = backoff_;
-      backoff_ = std::min(2 * backoff_, kMaxBackoff);
-      budget_ = 1;
-      return;
-    }
-    backoff_ = 1;
-    budget_ = kept == proposed ? std::min(2 * budget_, max_) : static_cast<uint32_t>(kept) + 1;
+  if (const uint32_t n = std::min(room, budget); n > 0) {
+    ProposeByLookup(history_, n, o_.max_ngram, &proposals_);
   }
+  // A row choosing an end-of-sequence id must be the last kept.
+  const auto end = std::find_first_of(proposals_.begin(), proposals_.end(), eos.begin(), eos.end());
+  proposals_.erase(end, proposals_.end());
+  return proposals_;
+}
 
- private:
-  uint32_t max_, budget_, skip_ = 0, backoff_ = 1;
-};
+void Speculator::Observe(size_t proposed, std::span<const StepOutcome> chosen) {
+  for (const StepOutcome& o : chosen) history_.push_back(o.token);
+  if (proposed == 0) return;
+  const size_t kept = chosen.size() - 1;
+  stats_.proposed += proposed;
+  stats_.accepted += kept;
+  stats_.passes += 1;
+  if (kept == 0) {
+    skip_ = backoff_;
+    backoff_ = std::min(2 * backoff_, kMaxBackoff);
+    budget_ = 1;
+    return;
+  }
+  backoff_ = 1;
+  budget_ = kept == proposed ? std::min(2 * budget_, o_.max_proposals) : static_cast<uint32_t>(kept) + 1;
+}
 
-}  // namespace
+Status StepSpeculatively(DecodeSession& s, Speculator& speculator, size_t prompt_budget) {
+  size_t budget = prompt_budget;
+  const std::span<const uint32_t> tokens = s.NextTokens(&budget);
+  if (tokens.empty() || !s.Chooses(tokens.size())) return s.Step(prompt_budget);  // a prompt chunk
+  const StepContext& ctx = s.Context();
+  const uint32_t room = SegmentEnd(s.request(), ctx.step) - ctx.step;  // rows past the first
+  std::span<const uint32_t> proposals;
+  if (!s.stop_rule().text) proposals = speculator.Propose(room, s.stop_rule().eos);
+  StepBackend& backend = s.backend();
+  if (proposals.empty()) {  // plain, and promising no chained steps: the next may be multi-row
+    LOCKSTEP_ASSIGN_OR_RETURN(const StepOutcome one, backend.FeedAndChoose(tokens, ctx));
+    speculator.Observe(0, std::span<const StepOutcome>(&one, 1));
+    return s.Chose(tokens.size(), one);
+  }
+  std::vector<uint32_t> feed(tokens.begin(), tokens.end());
+  feed.insert(feed.end(), proposals.begin(), proposals.end());
+  const size_t proposed = proposals.size();
+  RowSteps rows;
+  LOCKSTEP_RETURN_IF_ERROR(backend.FeedRows(feed, static_cast<uint32_t>(proposed + 1), ctx, &rows));
+  speculator.Observe(proposed, rows.steps);
+  for (size_t i = 0; i < rows.steps.size() && !s.done(); ++i) {
+    const std::vector<Digest>* trace = i < rows.traces.size() ? &rows.traces[i] : nullptr;
+    LOCKSTEP_RETURN_IF_ERROR(s.Chose(i == 0 ? tokens.size() : 1, rows.steps[i], trace));
+  }
+  return Status::Ok();
+}
 
 Result<DecodeResult> RunSpeculativeDecode(StepBackend& backend, const DecodeRequest& req,
                                           const WitnessSeed& seed, const SpeculativeOptions& o,
                                           SpeculativeStats* stats) {
   LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req));
-  SpeculativeStats local;
-  SpeculativeStats& st = stats != nullptr ? *stats : local;
-  RowDecode decode(req, seed);
-  std::vector<uint32_t> history = req.prompt, proposals, feed;
-  RowSteps rows;
-  ProposalPolicy policy(o.max_proposals);
-  for (uint32_t step = 0; step < req.gen;) {
-    const uint32_t room = SegmentEnd(req, step) - step;  // rows past the first
-    proposals.clear();
-    if (const uint32_t budget = std::min(room, policy.Next()); budget > 0) {
-      ProposeByLookup(history, budget, o.max_ngram, &proposals);
-    }
-    if (step == 0) {
-      feed = req.prompt;
-    } else {
-      feed.assign(1, history.back());
-    }
-    feed.insert(feed.end(), proposals.begin(), proposals.end());
-    const StepContext& ctx = decode.Context(step);
-    if (proposals.empty()) {
-      LOCKSTEP_ASSIGN_OR_RETURN(const StepOutcome one, backend.FeedAndChoose(feed, ctx));
-      rows.steps.assign(1, one);
-      rows.traces.clear();
-      if (const auto trace = backend.StepTrace(); !trace.empty()) rows.traces.emplace_back(trace.begin(), trace.end());
-    } else {
-      LOCKSTEP_RETURN_IF_ERROR(
-          backend.FeedRows(feed, static_cast<uint32_t>(proposals.size() + 1), ctx, &rows));
-      st.passes += 1;
-    }
-    const size_t kept = rows.steps.size() - 1;  // proposals kept
-    st.proposed += proposals.size();
-    st.accepted += kept;
-    policy.Observe(proposals.size(), kept);
-    for (const StepOutcome& s : rows.steps) history.push_back(s.token);
-    decode.Append(rows);
-    step += static_cast<uint32_t>(rows.steps.size());
-    LOCKSTEP_RETURN_IF_ERROR(ApplyEvictionsAfter(backend, req, step - 1));
-  }
-  return decode.Finish();
+  DecodeSession s(backend, req, seed);
+  Speculator speculator(req.prompt, o);
+  while (!s.done()) LOCKSTEP_RETURN_IF_ERROR(StepSpeculatively(s, speculator));
+  if (stats != nullptr) *stats = speculator.stats();
+  return s.result();
 }
 
 }  // namespace lockstep

@@ -18,13 +18,23 @@
 // and resetting when a proposal is kept; a step with no proposal is a
 // plain step. So a workload the proposer cannot guess costs about what
 // plain decoding does.
-// Thread-compatible, as the backend.
+//
+// The steps are a DecodeSession's (engine/decode_session.h), so a server
+// session decodes speculatively as `run` does: StepSpeculatively advances
+// it by one (multi-row) step. A session that stops early stops exactly
+// where plain decoding would: no proposal holds an end-of-sequence id of
+// its stop rule (a row choosing one is then the last kept), and a session
+// with a text stop rule (stop strings, checked after every token) steps
+// plainly. Thread-compatible, as the backend.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/decode.h"
+#include "engine/decode_session.h"
+#include "engine/row_step.h"
 #include "engine/witness.h"
 
 namespace lockstep {
@@ -41,6 +51,32 @@ struct SpeculativeStats {
 };
 
 inline constexpr uint32_t kMaxBackoff = 64;
+
+// One session's speculation: its text so far (prompt and tokens chosen),
+// the adaptive proposal budget and backoff above, and the counts.
+class Speculator {
+ public:
+  Speculator(std::span<const uint32_t> prompt, const SpeculativeOptions& o);
+  // The proposals for the next step, at most `room` tokens, none holding
+  // an id of `eos`. Empty: a plain step (no guess, or backing off).
+  std::span<const uint32_t> Propose(uint32_t room, std::span<const uint32_t> eos);
+  // A step fed `proposed` proposals and returned `chosen` (kept + 1).
+  void Observe(size_t proposed, std::span<const StepOutcome> chosen);
+  const SpeculativeStats& stats() const { return stats_; }
+
+ private:
+  SpeculativeOptions o_;
+  uint32_t budget_, skip_ = 0, backoff_ = 1;
+  std::vector<uint32_t> history_, proposals_;
+  SpeculativeStats stats_;
+};
+
+// One step of `s` (its next prompt chunk of at most prompt_budget tokens
+// while the prompt is left, as DecodeSession::Step), the choosing one with
+// the proposals of `speculator` as a multi-row step. Ok and nothing done
+// when s is done. REQUIRES: s's backend is the one speculator follows.
+Status StepSpeculatively(DecodeSession& s, Speculator& speculator,
+                         size_t prompt_budget = SIZE_MAX);
 
 // REQUIRES: a fresh backend. Invalid as ValidateDecodeRequest.
 Result<DecodeResult> RunSpeculativeDecode(StepBackend& backend, const DecodeRequest& req,

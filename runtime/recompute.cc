@@ -53,7 +53,7 @@ Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const Model
     LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req).WithContext("receipt"));
     const Decoder decode = TeacherForcing(r, coordinator->model_config().vocab_size);
     LOCKSTEP_ASSIGN_OR_RETURN(ClusterRun run,
-                              RunOnCluster(*coordinator, req, r.window, 2, traced, decode));
+                              RunOnCluster(*coordinator, req, r.window, 1, traced, decode));
     out.where = "cluster " + o.config + " (plan " + coordinator->plan_text() + ")";
     out.result = std::move(run.result);
     return out;
@@ -78,6 +78,7 @@ Result<Recomputed> RecomputeReceipt(const receipt::ParsedReceipt& r, const Model
     LoopbackOptions lo;
     lo.model_dir = o.model_dir;
     lo.workers = o.workers;
+    lo.runs = 1;  // as monolithically: the receipt is what the recomputation is compared with
     lo.window = r.window;
     lo.ship_logits = o.ship_logits;
     lo.compute = o.compute;

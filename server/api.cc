@@ -63,9 +63,11 @@ size_t StreamableLength(const std::string& text, const GenerationSpec& spec) {
 // The receipt (receipt/receipt.h), the same object `lockstep run --json`
 // prints for the same request and cluster (its timings aside).
 json Receipt(const Finish& f, const ParsedRequest& r, const ApiContext& ctx) {
-  return receipt::BuildReceipt(runtime::RunReceiptInputs(
+  receipt::ReceiptInputs in = runtime::RunReceiptInputs(
       f.result, r.spec.request, ctx.site,
-      runtime::DecodeText(ctx.model.tokenizer, f.result.generated)));
+      runtime::DecodeText(ctx.model.tokenizer, f.result.generated));
+  in.speculative = r.spec.speculative;
+  return receipt::BuildReceipt(in);
 }
 
 // Ours, beside the receipt: what the server did that does not change bits.

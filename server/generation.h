@@ -29,6 +29,9 @@ struct GenerationSpec {
   DecodeRequest request;
   std::vector<std::string> stop;  // stop strings (need a tokenizer)
   bool determinism_check = false;  // §12.4: run twice, compare every digest
+  // Exact speculative decoding (engine/speculative.h): the same tokens and
+  // digests; the receipt's options.speculative says it ran so.
+  bool speculative = false;
 };
 
 struct Finish {

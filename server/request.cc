@@ -165,7 +165,8 @@ ParsedRequest Parse(const std::string& body, bool chat, const ModelInfo& m, uint
   if (!j.is_object()) Throw("the request body must be a JSON object", "", "invalid_json");
   static const std::set<std::string> kCommon = {
       "model", "max_tokens", "stream", "stop", "seed", "temperature", "top_k", "top_p",
-      "n", "user", "window", "evict", "determinism_check", "max_completion_tokens"};
+      "n", "user", "window", "evict", "determinism_check", "max_completion_tokens",
+      "speculative"};
   for (const auto& [key, _] : j.items()) {
     const bool own = chat ? key == "messages" : (key == "prompt" || key == "echo");
     if (kCommon.count(key) == 0 && !own) {
@@ -216,6 +217,7 @@ ParsedRequest Parse(const std::string& body, bool chat, const ModelInfo& m, uint
   r.spec.request.max_positions = m.max_positions;
   CheckDecode(r.spec.request, max_name);
   if (j.contains("determinism_check")) r.spec.determinism_check = GetBool(j, "determinism_check");
+  if (j.contains("speculative")) r.spec.speculative = GetBool(j, "speculative");
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include "engine/kv_bytes.h"
 #include "engine/local_backend.h"
 #include "engine/ops/fp_env.h"
+#include "engine/speculative.h"
 #include "runtime/cluster_stepper.h"
 #include "runtime/compare.h"
 
@@ -65,6 +66,7 @@ struct Scheduler::Session {
   std::unique_ptr<LocalBackend> local;    // in process
   std::unique_ptr<RemoteSession> remote;  // on a cluster
   std::optional<DecodeSession> decode;
+  std::optional<Speculator> speculator;  // spec.speculative
   uint32_t prefix_reused = 0;
   size_t pushed = 0;  // tokens handed to the stream (or counted, for a twin)
   bool retried = false;  // recomputed once after an unusable prefix
@@ -250,7 +252,12 @@ void Scheduler::Admit(std::unique_ptr<Session> s) {
   Session& a = *active_.back();
   const Status st = cluster_ != nullptr ? OpenCluster(a) : OpenLocal(a);
   if (!st.ok()) return Failed(a, st);
-  a.decode.emplace(*a.backend(), a.spec.request, seed_, StopRuleOf(a), a.prefix_reused);
+  StartDecode(a, a.prefix_reused);
+}
+
+void Scheduler::StartDecode(Session& s, size_t cached) {
+  s.decode.emplace(*s.backend(), s.spec.request, seed_, StopRuleOf(s), cached);
+  if (s.spec.speculative) s.speculator.emplace(s.spec.request.prompt, SpeculativeOptions{});
 }
 
 StopRule Scheduler::StopRuleOf(const Session& s) const {
@@ -267,15 +274,30 @@ StopRule Scheduler::StopRuleOf(const Session& s) const {
 
 void Scheduler::Step() {
   batch_.clear();
-  for (auto& s : active_) batch_.push_back(&*s->decode);
+  batched_.clear();
+  alone_.clear();
+  for (size_t i = 0; i < active_.size(); ++i) {
+    Session& s = *active_[i];
+    const bool alone = s.speculator && !s.decode->prefilling();
+    (alone ? alone_ : batched_).push_back(i);
+    if (!alone) batch_.push_back(&*s.decode);
+  }
   status_.assign(batch_.size(), Status::Ok());
   const auto t0 = Clock::now();
   BatchStepper& stepper = stepper_ ? *stepper_ : *local_stepper_;
-  const size_t stepped = stepper.Step(batch_, options_.prefill_chunk, status_);
+  size_t stepped = batch_.empty() ? 0 : stepper.Step(batch_, options_.prefill_chunk, status_);
+  step_status_.assign(active_.size(), Status::Ok());
+  for (size_t k = 0; k < batched_.size(); ++k) step_status_[batched_[k]] = status_[k];
+  for (const size_t i : alone_) {  // past the prompt: one multi-row step each
+    Session& s = *active_[i];
+    if (s.decode->done()) continue;
+    step_status_[i] = StepSpeculatively(*s.decode, *s.speculator, options_.prefill_chunk);
+    ++stepped;
+  }
   if (stepped > 0) {
     metrics_.Step(stepped, std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  for (size_t i = 0; i < active_.size(); ++i) AfterStep(*active_[i], status_[i]);
+  for (size_t i = 0; i < active_.size(); ++i) AfterStep(*active_[i], step_status_[i]);
 }
 
 void Scheduler::AfterStep(Session& s, const Status& st) {
@@ -327,7 +349,7 @@ void Scheduler::Failed(Session& s, const Status& st) {
     s.remote.reset();
     s.prefix_reused = 0;
     if (const Status open = OpenCluster(s); open.ok()) {
-      s.decode.emplace(*s.backend(), req, seed_, StopRuleOf(s), 0);
+      StartDecode(s, 0);
       return;
     }
   }

@@ -20,6 +20,12 @@
 // ChooseAndWitness with the step index — so every session's tokens and
 // digests equal its solo `lockstep run`.
 //
+// A request asking for `speculative` decoding prefills in the batch like
+// any other and then steps alone, one multi-row step per turn
+// (StepSpeculatively, engine/speculative.h: its proposals checked in one
+// pass, on the workers on a cluster), between the batch's turns; its tokens
+// and digests are its plain decode's.
+//
 // A cluster session whose step fails (a worker died, a timeout) is closed
 // with reason "error" naming the worker; the others carry on. A session
 // the workers refuse for capacity (their session or KV limits) is closed
@@ -101,6 +107,9 @@ class Scheduler {
   struct Session;
   void Loop();
   void Admit(std::unique_ptr<Session> s);
+  // The session's decode (and its speculation, when asked for) on its
+  // backend, whose cache holds the first `cached` prompt tokens.
+  void StartDecode(Session& s, size_t cached);
   // The session's backend: a prefix hit, or a fresh cache / cluster session.
   Status OpenLocal(Session& s);
   Status OpenCluster(Session& s);
@@ -141,6 +150,8 @@ class Scheduler {
   std::unique_ptr<BatchStepper> stepper_;             // local_stepper_ or the cluster's
   std::vector<DecodeSession*> batch_;
   std::vector<Status> status_;
+  std::vector<size_t> batched_, alone_;  // indices into active_: in the batch, stepping alone
+  std::vector<Status> step_status_;      // [active_]
   std::thread thread_;
 };
 

@@ -56,6 +56,11 @@ Digest HiddenDigestOf(const HiddenFrame& h, std::span<const uint8_t> payload) {
       s.Update({&r, 1});
       s.UpdateU32Le(h.handoff->relay);
     }
+    if (h.step_rows > 0) {  // only with a handoff of relay 0: 'M' where 'R' would be
+      const uint8_t m = 'M';
+      s.Update({&m, 1});
+      s.UpdateU32Le(h.step_rows);
+    }
   }
   if (h.no_output) {  // one byte after the payload: no other form has that length
     const uint8_t n = 'N';
@@ -187,6 +192,7 @@ void WriteHidden(const HiddenFrame& h, schema::HiddenFrame::Builder out) {
   out.setDigest(DigestData(HiddenDigestOf(h, bytes)));
   if (h.handoff) WriteHandoff(*h.handoff, out.initHandoff());
   out.setNoOutput(h.no_output);
+  out.setStepRows(h.step_rows);
   // Always set (empty when untraced): the last pointer is then never null,
   // so the frame built in place is already canonical (no copy, no allocation).
   WriteLayerDigests(h.layer_digests, out.initLayerDigests(h.layer_digests.size() * 32));
@@ -207,6 +213,8 @@ Result<HiddenFrame> ReadHidden(schema::HiddenFrame::Reader in) {
                             ReadHandoff(in.hasHandoff(), in.getHandoff(), "hidden frame"));
   h.no_output = in.getNoOutput();
   if (h.no_output && h.handoff) return CorruptError("hidden frame: noOutput with a chain handoff");
+  h.step_rows = in.getStepRows();
+  LOCKSTEP_RETURN_IF_ERROR(CheckStepRowsShape(h.step_rows, h.handoff, false, h.seq, "hidden frame"));
   LOCKSTEP_ASSIGN_OR_RETURN(h.layer_digests,
                             ReadLayerDigests(in.getLayerDigests(), "hidden frame"));
   const Digest want = HiddenDigestOf(h, {payload.begin(), payload.size()});
@@ -265,6 +273,17 @@ void MarshalHidden(const HiddenFrame& frame, Frame* out) {
         internal::WriteHidden(frame, root.initHidden());
       },
       out);
+}
+
+Status CheckStepRowsShape(uint16_t step_rows, const std::optional<ChainHandoff>& handoff,
+                          bool relayed, size_t rows, const std::string& what) {
+  if (step_rows == 0) return Status::Ok();
+  const std::string head = what + ": a multi-row step of " + std::to_string(step_rows) + " step rows";
+  if (!handoff) return CorruptError(head + " without a chain handoff");
+  if (handoff->relay > 0) return CorruptError(head + " asks for relayed steps");
+  if (relayed) return CorruptError(head + " sent as a relayed step");
+  if (step_rows > rows) return CorruptError(head + " feeds only " + std::to_string(rows) + " rows");
+  return Status::Ok();
 }
 
 Frame MarshalHidden(const HiddenFrame& frame) {

@@ -44,7 +44,9 @@ struct HiddenFrame {
   std::vector<float> payload;   // [seq][hidden] fp32 residual stream
   std::optional<ChainHandoff> handoff;  // carried on to the last stage
   bool no_output = false;               // carried on: the last stage replies nothing
-  std::vector<Digest> layer_digests;    // traced: layers [0, resume_layer); else empty
+  std::vector<Digest> layer_digests;    // traced: layers [0, resume_layer) (per step row
+                                        // of a multi-row step); else empty
+  uint16_t step_rows = 0;               // carried on: a multi-row step's step rows (0: none)
 };
 
 struct Logits {
@@ -70,10 +72,18 @@ void MarshalHidden(const HiddenFrame& frame, Frame* out);
 // Corrupt on zero or overflowing dims, a payload that is not
 // seq * hidden * 4 bytes, a digest of the wrong size, or
 // "hidden frame digest mismatch (session S step T)", a handoff whose
-// chain state is not a consistent 108-byte state, or layer digests that
-// are not a whole number of 32-byte digests.
+// chain state is not a consistent 108-byte state, layer digests that
+// are not a whole number of 32-byte digests, or step rows that contradict
+// the frame (CheckStepRowsShape).
 Result<HiddenFrame> UnmarshalHidden(std::span<const uint8_t> bytes,
                                     const DecodeLimits& limits = {});
+
+// A multi-row step's shape as the wire allows it (docs/wire_protocol.md,
+// "Multi-row steps"): step rows only with a chain handoff that relays
+// nothing, never on a relayed step, and at most the rows fed. Corrupt
+// naming `what` otherwise; Ok for step_rows 0.
+Status CheckStepRowsShape(uint16_t step_rows, const std::optional<ChainHandoff>& handoff,
+                          bool relayed, size_t rows, const std::string& what);
 
 // REQUIRES: logits.payload.size() == logits.vocab > 0.
 Frame MarshalLogits(const Logits& logits);

@@ -187,6 +187,14 @@ struct TokenInput {
                               # relay (ChainHandoff.relay); accepted from it
                               # alone, and only as the step its session
                               # expects next.
+  stepRows @7 :UInt16;        # 0: an ordinary step (its last row is the
+                              # step). R > 0, with a handoff: a multi-row
+                              # step whose last R rows are decode steps
+                              # handoff.decodeStep .. decodeStep+R-1; the
+                              # last stage answers one StepResult with R
+                              # outcomes (docs/wire_protocol.md, "Multi-row
+                              # steps"). Refused unless R <= tokenIds, with a
+                              # handoff of relay 0, and not relayed.
 }
 
 struct HiddenFrame {
@@ -205,8 +213,12 @@ struct HiddenFrame {
   noOutput @9 :Bool;          # Carried on from the TokenInput; covered by
                               # the digest when set.
   layerDigests @10 :Data;     # Traced sessions: 32 bytes per layer
-                              # [0, resumeLayer), this step's, concatenated;
-                              # empty otherwise. Covered by the digest.
+                              # [0, resumeLayer), this step's, concatenated
+                              # (a multi-row step: per step row, that row's
+                              # layers, rows in order); empty otherwise.
+                              # Covered by the digest.
+  stepRows @11 :UInt16;       # Carried on from the TokenInput; covered by
+                              # the digest when not 0.
 }
 
 struct Logits {
@@ -290,5 +302,13 @@ struct StepResult {
   chainState @4 :Data;        # 108 bytes: the chain after logits || token.
   digest @5 :Data;            # 32 bytes; see "Frame digests" in the doc.
   layerDigests @6 :Data;      # Traced sessions: 32 bytes per model layer,
-                              # this step's; empty otherwise. Covered by the digest.
+                              # this step's (a multi-row step: per step row,
+                              # rows in order); empty otherwise. Covered by
+                              # the digest.
+  laterRows @7 :Data;         # A multi-row step of R rows: the outcomes of
+                              # rows 1 .. R-1 (the fields above are row 0's),
+                              # 144 bytes each: u32 LE token, the logits
+                              # sha256 (32 bytes), the chain state after
+                              # that row (108 bytes). Empty otherwise.
+                              # Covered by the digest.
 }

@@ -1,5 +1,6 @@
 #include "wire/messages.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 #include <string>
@@ -116,6 +117,36 @@ void Write(const TokenInput& m, s::Envelope::Builder e) {
   if (m.handoff) internal::WriteHandoff(*m.handoff, out.initHandoff());
   out.setNoOutput(m.no_output);
   out.setRelayed(m.relayed);
+  out.setStepRows(m.step_rows);
+}
+
+void WriteLaterRows(const std::vector<RowOutcome>& rows, capnp::Data::Builder out) {
+  uint8_t* p = out.begin();
+  for (const RowOutcome& r : rows) {
+    for (int i = 0; i < 4; ++i) *p++ = static_cast<uint8_t>(r.token >> (8 * i));
+    p = std::copy(r.logits_sha256.begin(), r.logits_sha256.end(), p);
+    p = std::copy(r.chain_state.bytes.begin(), r.chain_state.bytes.end(), p);
+  }
+}
+
+Result<std::vector<RowOutcome>> ReadLaterRows(capnp::Data::Reader in) {
+  if (in.size() % kRowOutcomeBytes != 0) {
+    return CorruptError("stepResult.laterRows is " + std::to_string(in.size()) +
+                        " bytes, not a whole number of " + std::to_string(kRowOutcomeBytes) +
+                        "-byte rows");
+  }
+  std::vector<RowOutcome> rows(in.size() / kRowOutcomeBytes);
+  const uint8_t* p = in.begin();
+  for (size_t i = 0; i < rows.size(); ++i, p += kRowOutcomeBytes) {
+    rows[i].token = uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+    std::copy(p + 4, p + 36, rows[i].logits_sha256.begin());
+    Result<Sha256State> state = Sha256State::Parse({p + 36, Sha256State::kBytes});
+    if (!state.ok()) {
+      return state.status().WithContext("stepResult.laterRows[" + std::to_string(i) + "].chainState");
+    }
+    rows[i].chain_state = *state;
+  }
+  return rows;
 }
 
 void Write(const StepResult& m, s::Envelope::Builder e) {
@@ -129,6 +160,7 @@ void Write(const StepResult& m, s::Envelope::Builder e) {
   // Always set (empty when untraced): the last pointer is then never null,
   // so the frame built in place is already canonical (no copy, no allocation).
   internal::WriteLayerDigests(m.layer_digests, out.initLayerDigests(m.layer_digests.size() * 32));
+  WriteLaterRows(m.later_rows, out.initLaterRows(m.later_rows.size() * kRowOutcomeBytes));
 }
 
 void Write(const HiddenFrame& m, s::Envelope::Builder e) {
@@ -298,6 +330,9 @@ Result<Message> Read(s::TokenInput::Reader in, TokenInput::Phase phase) {
   if (m.relayed && !m.handoff) {
     return CorruptError(std::string(NameOf(m)) + ": a relayed step without a chain handoff");
   }
+  m.step_rows = in.getStepRows();
+  LOCKSTEP_RETURN_IF_ERROR(
+      CheckStepRowsShape(m.step_rows, m.handoff, m.relayed, m.token_ids.size(), NameOf(m)));
   return Message(std::move(m));
 }
 
@@ -314,6 +349,7 @@ Result<Message> Read(s::StepResult::Reader in) {
   m.chain_state = *parsed;
   LOCKSTEP_ASSIGN_OR_RETURN(m.layer_digests,
                             internal::ReadLayerDigests(in.getLayerDigests(), "stepResult"));
+  LOCKSTEP_ASSIGN_OR_RETURN(m.later_rows, ReadLaterRows(in.getLaterRows()));
   LOCKSTEP_ASSIGN_OR_RETURN(const Digest digest, ReadDigest(in.getDigest(), "stepResult.digest"));
   if (digest != StepResultDigest(m)) {
     return CorruptError("step result digest mismatch (session " + std::to_string(m.session_id) +
@@ -400,6 +436,16 @@ Digest StepResultDigest(const StepResult& r) {
   st.Update(r.logits_sha256);
   st.Update(r.chain_state.bytes);
   internal::HashLayerDigests(st, r.layer_digests);
+  if (!r.later_rows.empty()) {  // "rows" where "layers" or nothing would be
+    constexpr std::string_view kRowsTag = "rows";
+    st.Update({reinterpret_cast<const uint8_t*>(kRowsTag.data()), kRowsTag.size()});
+    st.UpdateU32Le(static_cast<uint32_t>(r.later_rows.size()));
+    for (const RowOutcome& row : r.later_rows) {
+      st.UpdateU32Le(row.token);
+      st.Update(row.logits_sha256);
+      st.Update(row.chain_state.bytes);
+    }
+  }
   return st.Finalize();
 }
 
@@ -409,10 +455,11 @@ const char* MessageName(const Message& message) {
 
 void MarshalStepResult(const StepResult& r, Frame* out) {
   // Canonical size: root pointer, Envelope, StepResult, then its blobs in
-  // order (logits sha256, chain state, digest, layer digests).
+  // order (logits sha256, chain state, digest, layer digests, later rows).
   const size_t words = EnvelopeWords<s::StepResult>() + BlobWords(32) +
                        BlobWords(Sha256State::kBytes) + BlobWords(32) +
-                       BlobWords(r.layer_digests.size() * 32);
+                       BlobWords(r.layer_digests.size() * 32) +
+                       BlobWords(r.later_rows.size() * kRowOutcomeBytes);
   MarshalEnvelopeInPlace(words, [&r](s::Envelope::Builder root) { Write(r, root); }, out);
 }
 

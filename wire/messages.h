@@ -102,11 +102,21 @@ struct TokenInput {
   std::optional<ChainHandoff> handoff;  // set: the last stage returns a StepResult
   bool no_output = false;  // set: the last stage replies nothing (never with a handoff)
   bool relayed = false;    // sent by the last stage as the next step of a relay
+  uint16_t step_rows = 0;  // > 0: a multi-row step, its last step_rows rows steps (with a handoff)
 };
 
 // MarshalMessage(m)'s bytes into *out, reusing its storage (no allocation
 // when its capacity holds the frame): the last stage's relayed step.
 void MarshalTokenInput(const TokenInput& m, Frame* out);
+
+// One step row's outcome after the first, in a multi-row step's StepResult.
+struct RowOutcome {
+  uint32_t token = 0;
+  Digest logits_sha256{};
+  Sha256State chain_state;  // the chain after this row's logits || token
+  bool operator==(const RowOutcome&) const = default;
+};
+inline constexpr size_t kRowOutcomeBytes = 4 + 32 + Sha256State::kBytes;  // on the wire
 
 // The last stage's answer to a step that carried a ChainHandoff.
 struct StepResult {
@@ -115,12 +125,14 @@ struct StepResult {
   uint32_t token = 0;          // the coordinator checks it against the vocab
   Digest logits_sha256{};      // sha256 of the step's logits bytes
   Sha256State chain_state;     // the chain after logits || token
-  std::vector<Digest> layer_digests;  // traced: one per model layer; else empty
+  std::vector<Digest> layer_digests;  // traced: one per model layer (per step row); else empty
+  std::vector<RowOutcome> later_rows;  // a multi-row step: rows 1 .. R-1; else empty
 };
 
 // SHA-256 over "lockstep.step.v1", the session (u64 LE), step, token (u32
 // LE), logits_sha256 and chain_state bytes, then any layer digests (tagged
-// "layers", counted): the StepResult's frame digest.
+// "layers", counted), then any later rows (tagged "rows", counted, each
+// token u32 LE, logits sha256, chain state): the StepResult's frame digest.
 Digest StepResultDigest(const StepResult& r);
 // MarshalMessage(r)'s bytes into *out, reusing its storage (no allocation
 // when its capacity holds the frame): the last stage's per-step reply.
@@ -181,7 +193,8 @@ const char* MessageName(const Message& message);
 Frame MarshalMessage(const Message& message);
 
 // Errors: see ParseEnvelope and UnmarshalHidden; Corrupt if a digest field
-// is not 32 bytes, a chain state is not a consistent 108-byte state, a
+// is not 32 bytes, a chain state is not a consistent 108-byte state (a
+// later row's too), step rows contradict the TokenInput (CheckStepRowsShape), a
 // StepResult's digest does not match, or an error kind is out of range;
 // Invalid for an envelope member this build does not know.
 Result<Message> ParseMessage(std::span<const uint8_t> bytes,

@@ -428,13 +428,17 @@ Status StageHost::AcceptTokens(const wire::TokenInput& m, Input* in) {
   // Who may send this step before where it goes: a relayed step the session
   // does not expect is refused as such even when its position is stale too.
   LOCKSTEP_RETURN_IF_ERROR(CheckRelay(*s, m));
+  if (m.step_rows > 0) {  // (the name is built only then: a decode step allocates nothing)
+    LOCKSTEP_RETURN_IF_ERROR(wire::CheckStepRowsShape(m.step_rows, m.handoff, m.relayed,
+                                                      m.token_ids.size(), StepName(m)));
+  }
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.token_ids.size()));
   LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(m.token_ids.size(), [&m] { return StepName(m); }));
   LOCKSTEP_RETURN_IF_ERROR(stage_->Embed(m.token_ids, &hidden_));
   trace_.Clear();
   if (m.relayed || RelayOf(m) > 0) s->relay = {RelayOf(m), m.step + 1};
   *in = Input{s,          m.session_id, m.step,     m.first_position, m.token_ids.size(),
-              &m.handoff, m.no_output,  RelayOf(m)};
+              &m.handoff, m.no_output,  RelayOf(m), m.step_rows};
   return Status::Ok();
 }
 
@@ -450,19 +454,23 @@ Status StageHost::AcceptHidden(const wire::HiddenFrame& m, Input* in) {
     return InvalidError("hidden frame resumes at layer " + std::to_string(m.resume_layer) +
                         " but this stage starts at layer " + std::to_string(assign_.layer_lo));
   }
+  if (m.step_rows > 0) {
+    LOCKSTEP_RETURN_IF_ERROR(
+        wire::CheckStepRowsShape(m.step_rows, m.handoff, false, m.seq, StepName(m)));
+  }
   LOCKSTEP_RETURN_IF_ERROR(CheckPosition(*s, m.first_position, m.seq));
   LOCKSTEP_RETURN_IF_ERROR(CheckKvBudget(m.seq, [&m] { return StepName(m); }));
-  const size_t expected = s->trace ? m.resume_layer : 0;
+  const size_t expected = s->trace ? size_t{m.resume_layer} * std::max<size_t>(1, m.step_rows) : 0;
   if (m.layer_digests.size() != expected) {
     return InvalidError("hidden frame carries " + std::to_string(m.layer_digests.size()) +
                         " layer digests, expected " + std::to_string(expected) +
-                        (s->trace ? " (one per earlier layer: the session is traced)"
+                        (s->trace ? " (one per earlier layer and step row: the session is traced)"
                                   : " (the session is not traced)"));
   }
   trace_.Clear(m.layer_digests);
   hidden_.assign(m.payload.begin(), m.payload.end());
   *in = Input{s,          m.session_id, m.step,     m.first_position, m.seq,
-              &m.handoff, m.no_output,  RelayOf(m)};
+              &m.handoff, m.no_output,  RelayOf(m), m.step_rows};
   return Status::Ok();
 }
 
@@ -592,6 +600,7 @@ Status StageHost::ForwardAndEmit(const Input& in, std::vector<Outgoing>* out) {
   if (assign_.is_last && in.no_output) {  // nobody needs the logits: none, and no reply
     return stage_->Forward(hidden_, in.first_pos, in.session->cache, scratch_);
   }
+  if (in.step_rows > 0) return ForwardRows(in, out);
   const std::span<float> logits(batch_logits_.data(), assign_.is_last ? stage_->vocab() : 0);
   LayerObserver* observer = in.session->trace ? &trace_ : nullptr;
 #ifdef LOCKSTEP_FAULT_INJECTION
@@ -606,6 +615,33 @@ Status StageHost::ForwardAndEmit(const Input& in, std::vector<Outgoing>* out) {
   } else {
     EmitHidden(in, hidden_, out);
   }
+  return Status::Ok();
+}
+
+Status StageHost::ForwardRows(const Input& in, std::vector<Outgoing>* out) {
+  LayerObserver* observer =
+      row_steps_.Start(in.n, in.step_rows, assign_.layer_hi - assign_.layer_lo, in.session->trace,
+                       trace_.digests());  // the earlier stages' (AcceptHidden)
+#ifdef LOCKSTEP_FAULT_INJECTION
+  if (Fault()) observer = Fault()->For(in.step, observer);
+#endif
+  scratch_.set_observer(observer);
+  const Status st = stage_->Forward(hidden_, in.first_pos, in.session->cache, scratch_);
+  scratch_.set_observer(nullptr);
+  LOCKSTEP_RETURN_IF_ERROR(st);
+  if (!assign_.is_last) {
+    EmitHidden(in, hidden_, out);
+    return Status::Ok();
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(wire::StepResult r,
+                            row_steps_.Choose(*stage_, hidden_, in.step_rows, in.session->sampling,
+                                              **in.handoff, scratch_));
+  r.session_id = in.session_id;
+  r.step = in.step;
+  out->push_back(Outgoing{Outgoing::To::kCoordinator, TakeFrame(), "", "", true, in.session_id,
+                          in.step});
+  wire::MarshalStepResult(r, &out->back().frame);
+  timeline::Mark(timeline::Event::kComputeEnd, assign_.worker_index, in.session_id, in.step);
   return Status::Ok();
 }
 
@@ -637,7 +673,8 @@ void StageHost::EmitOutcome(const Input& in, std::span<const float> logits,
 void StageHost::SendStepResult(const Input& in, const StepOutcome& o, const WitnessChain& chain,
                                std::vector<Outgoing>* out) {
   const wire::StepResult r{in.session_id,   in.step,        o.token,
-                           o.logits_sha256, chain.Export(), TraceOf(in)};
+                           o.logits_sha256, chain.Export(), TraceOf(in),
+                           {}};
   out->push_back(Outgoing{Outgoing::To::kCoordinator, TakeFrame(), "", "", true, in.session_id,
                           in.step});
   wire::MarshalStepResult(r, &out->back().frame);
@@ -705,9 +742,11 @@ void StageHost::EmitHidden(const Input& in, std::span<const float> rows,
   frame.payload.assign(rows.begin(), rows.end());
   frame.handoff = in.handoff != nullptr ? *in.handoff : std::nullopt;
   frame.no_output = in.no_output;
+  frame.step_rows = in.step_rows;
   frame.layer_digests.clear();
   if (in.session->trace) {
-    frame.layer_digests.assign(trace_.digests().begin(), trace_.digests().end());
+    const std::vector<Digest>& d = in.step_rows > 0 ? row_steps_.digests() : trace_.digests();
+    frame.layer_digests.assign(d.begin(), d.end());
   }
   out->push_back(
       Outgoing{Outgoing::To::kNextStage, TakeFrame(), "", "", true, in.session_id, in.step});

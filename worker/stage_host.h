@@ -23,6 +23,10 @@
 // sessions released or failed meanwhile without a word (they were in
 // flight when the coordinator let go).
 //
+// A multi-row step (TokenInput.stepRows) runs its rows as one pass on every
+// stage; the last stage answers it with every step row's outcome
+// (RowStepHost, worker/row_step_host.h).
+//
 // A traced session (SessionOpen.trace) is never batched: each stage hashes
 // the hidden state after each of its layers and appends the digests to
 // those of the stages before it, on its hidden frame or, on the last stage,
@@ -53,6 +57,7 @@
 #include "engine/step_outcome.h"
 #include "wire/frame_pool.h"
 #include "wire/messages.h"
+#include "worker/row_step_host.h"
 #include "worker/step_rules.h"
 
 namespace lockstep {
@@ -189,6 +194,7 @@ class StageHost {
     const std::optional<wire::ChainHandoff>* handoff = nullptr;  // the message's
     bool no_output = false;  // the last stage computes no logits and replies nothing
     uint32_t relay = 0;      // relayed steps to follow this one
+    uint16_t step_rows = 0;  // a multi-row step's step rows (0: an ordinary step)
   };
   Status AcceptTokens(const wire::TokenInput& m, Input* in);
   // The first stage's relay rules for a TokenInput of session `s` (see the
@@ -204,6 +210,9 @@ class StageHost {
   Result<Session*> Find(uint64_t session_id);
   // Runs the stage's layers over hidden_ and emits the hidden frame or logits.
   Status ForwardAndEmit(const Input& in, std::vector<Outgoing>* out);
+  // ForwardAndEmit of a multi-row step: its hidden frame, or on the last
+  // stage its StepResult of every step row.
+  Status ForwardRows(const Input& in, std::vector<Outgoing>* out);
   static bool DistinctSessions(std::span<const wire::Message* const> messages);
   bool AnyTraced(std::span<const wire::Message* const> messages) const;
   void AcceptBatch(std::span<const wire::Message* const> messages, std::vector<Outgoing>* out);
@@ -246,6 +255,7 @@ class StageHost {
   std::vector<float> hidden_;            // [n][hidden] scratch residual stream
   ForwardScratch scratch_;               // grows to the largest step, then reused
   LayerTrace trace_;                     // the current step's digests, earlier stages' first
+  RowStepHost row_steps_;                // multi-row steps
   size_t max_batch_ = 16;
   std::vector<Input> batch_inputs_;      // [max_batch], HandleDecodeBatch
   std::vector<Stage::BatchItem> batch_items_;  // [max_batch]

@@ -10,82 +10,14 @@
 
 #include <functional>
 #include <string>
-#include <variant>
 #include <vector>
+
+#include "engine/row_step.h"
+#include "engine/witness.h"
+#include "tests/coordinator/fake_link.h"
 
 namespace lockstep {
 namespace {
-
-constexpr uint32_t kVocab = 8;
-
-// Logs every frame as text, in the order sent; answers each request with
-// `answer` (default: Logits of kVocab entries).
-class FakeLink final : public SessionLink {
- public:
-  FakeLink() {
-    config_.vocab_size = static_cast<int>(kVocab);
-    config_.num_layers = 2;
-  }
-  std::function<ReplyResult(const wire::TokenInput&)> answer = [](const wire::TokenInput& in) {
-    return ReplyResult(StepReply(
-        wire::Logits{in.session_id, in.step, kVocab, std::vector<float>(kVocab, 0.0f), {}}));
-  };
-  std::vector<std::string> log;
-  uint64_t epoch_now = 0;
-
-  std::future<ReplyResult> Request(uint64_t, uint32_t, wire::Frame frame, uint32_t) override {
-    Result<wire::Message> m = wire::ParseMessage(frame);
-    EXPECT_TRUE(m.ok());
-    const auto& in = std::get<wire::TokenInput>(*m);
-    log.push_back(Describe(*m));
-    std::promise<ReplyResult> p;
-    p.set_value(answer(in));
-    return p.get_future();
-  }
-  std::future<ReplyResult> Expect(uint64_t, uint32_t) override {
-    std::promise<ReplyResult> p;
-    p.set_value(InvalidError("nothing relayed"));
-    return p.get_future();
-  }
-  void Post(uint64_t, wire::Frame frame, bool) override {
-    Result<wire::Message> m = wire::ParseMessage(frame);
-    EXPECT_TRUE(m.ok());
-    log.push_back(Describe(*m));
-  }
-  ReplyResult Await(std::future<ReplyResult> reply, uint64_t, uint32_t) override {
-    return reply.get();
-  }
-  uint64_t NewSessionId() override { return next_id_++; }
-  uint64_t epoch() const override { return epoch_now; }
-  Status AwaitRecovery() const override { return Status::Ok(); }
-  Status health() const override { return Status::Ok(); }
-  bool ship_logits() const override { return false; }
-  const ModelConfig& model_config() const override { return config_; }
-
- private:
-  static std::string Describe(const wire::Message& m) {
-    if (auto* t = std::get_if<wire::TokenInput>(&m)) {
-      std::string s = "feed " + std::to_string(t->session_id) + "@" +
-                      std::to_string(t->first_position) + ":";
-      for (uint32_t id : t->token_ids) s += std::to_string(id) + ",";
-      return s + (t->no_output ? " no_output" : "");
-    }
-    if (auto* e = std::get_if<wire::Evict>(&m)) {
-      return "evict " + std::to_string(e->session_id) + " " + std::to_string(e->from) + "+" +
-             std::to_string(e->count);
-    }
-    if (auto* o = std::get_if<wire::SessionOpen>(&m)) return "open " + std::to_string(o->session_id);
-    if (auto* r = std::get_if<wire::Release>(&m)) return "release " + std::to_string(r->session_id);
-    if (auto* f = std::get_if<wire::Fork>(&m)) {
-      return "fork " + std::to_string(f->source_session_id) + "->" +
-             std::to_string(f->new_session_id);
-    }
-    return wire::MessageName(m);
-  }
-
-  ModelConfig config_;
-  uint64_t next_id_ = 100;
-};
 
 class RemoteSessionTest : public ::testing::Test {
  protected:
@@ -191,6 +123,117 @@ TEST_F(RemoteSessionTest, LogitsOfAnotherVocabularyAreCorrupt) {
   EXPECT_EQ(st.kind(), ErrorKind::kCorrupt);
   EXPECT_NE(st.message().find("sent 9 logits, the model has 8"), std::string::npos)
       << st.message();
+}
+
+
+// ---- multi-row steps --------------------------------------------------------
+
+// A StepResult of `rows` step rows: row i chooses tokens[i] (the last row 0
+// when tokens is shorter), each with its own chain state.
+SessionLink::ReplyResult RowsReply(const wire::TokenInput& in, std::vector<uint32_t> tokens,
+                                   size_t rows) {
+  auto state = [](uint32_t i) { return WitnessChain(WitnessSeed{}, std::vector<uint32_t>{i}).Export(); };
+  auto token = [&](size_t i) { return i < tokens.size() ? tokens[i] : 0u; };
+  wire::StepResult r{in.session_id, in.step, token(0), Digest{0}, state(0), {}, {}};
+  for (size_t i = 1; i < rows; ++i) {
+    r.later_rows.push_back({token(i), Digest{static_cast<uint8_t>(i)}, state(static_cast<uint32_t>(i))});
+  }
+  return SessionLink::ReplyResult(SessionLink::StepReply(std::move(r)));
+}
+
+class RemoteRowsTest : public RemoteSessionTest {
+ protected:
+  Status FeedRows(RemoteSession& s, std::vector<uint32_t> tokens, uint32_t rows) {
+    StepContext ctx{0, SamplingParams{}, &chain_, &scratch_, &logits_};
+    return s.FeedRows(tokens, rows, ctx, &out_);
+  }
+  WitnessChain chain_{WitnessSeed{}, std::vector<uint32_t>{}};
+  SamplingScratch scratch_;
+  std::vector<float> logits_;
+  RowSteps out_;
+};
+
+TEST_F(RemoteRowsTest, RowsAreKeptWhileTheyChooseTheTokenFedAfterThemAndTheRestEvicted) {
+  auto s = Open();
+  // Step rows are tokens 3, 5, 6, 7: rows 0 and 1 choose what was fed after
+  // them (5, 6), row 2 chooses 2 where 7 was fed: three kept, one evicted.
+  link_.answer = [](const wire::TokenInput& in) { return RowsReply(in, {5, 6, 2, 4}, in.step_rows); };
+  ASSERT_TRUE(FeedRows(*s, {1, 2, 3, 5, 6, 7}, 4).ok());
+  ASSERT_EQ(out_.steps.size(), 3u);
+  EXPECT_EQ(out_.steps[2].token, 2u);
+  EXPECT_EQ(out_.steps[1].logits_sha256, Digest{1});
+  EXPECT_EQ(chain_.Export(), WitnessChain(WitnessSeed{}, std::vector<uint32_t>{2}).Export());
+  EXPECT_EQ(s->CacheLength(), 5u);
+  const std::vector<std::string> expected{"open 100", "feed 100@0:1,2,3,5,6,7, rows=4",
+                                          "evict 100 5+1"};
+  EXPECT_EQ(link_.log, expected);
+}
+
+TEST_F(RemoteRowsTest, ALongRunGoesInRequestsOfAtMostSixtyFourStepRows) {
+  auto s = Open();
+  link_.answer = [](const wire::TokenInput& in) {  // every row chooses the token fed after it
+    const size_t first = in.token_ids.size() - in.step_rows;
+    std::vector<uint32_t> chosen(in.token_ids.begin() + static_cast<ptrdiff_t>(first) + 1,
+                                 in.token_ids.end());
+    return RowsReply(in, chosen, in.step_rows);
+  };
+  std::vector<uint32_t> tokens{1, 2};
+  tokens.resize(101, 0);  // every row chooses 0 (the last row of a request too)
+  ASSERT_TRUE(FeedRows(*s, tokens, 100).ok());  // the prompt's last row and 99 more
+  EXPECT_EQ(out_.steps.size(), 100u);
+  EXPECT_EQ(s->CacheLength(), 101u);
+  ASSERT_EQ(link_.log.size(), 3u);
+  EXPECT_NE(link_.log[1].find("feed 100@0:"), std::string::npos);
+  EXPECT_NE(link_.log[1].find(" rows=64"), std::string::npos) << link_.log[1];
+  EXPECT_NE(link_.log[2].find("feed 100@65:"), std::string::npos) << link_.log[2];
+  EXPECT_NE(link_.log[2].find(" rows=36"), std::string::npos) << link_.log[2];
+}
+
+TEST_F(RemoteRowsTest, AHostileLastStageIsCaughtByName) {
+  struct Case {
+    const char* name;
+    std::function<SessionLink::ReplyResult(const wire::TokenInput&)> answer;
+    const char* error;
+  };
+  const std::vector<Case> cases = {
+      {"too few rows", [](const wire::TokenInput& in) { return RowsReply(in, {3}, 2); },
+       "sent 2 step rows for a multi-row step of 3"},
+      {"too many rows", [](const wire::TokenInput& in) { return RowsReply(in, {3}, 4); },
+       "sent 4 step rows for a multi-row step of 3"},
+      {"a token outside the vocabulary",
+       [](const wire::TokenInput& in) { return RowsReply(in, {3, kVocab}, 3); },
+       "sent token 8, the model's vocabulary has 8"},
+      {"logits",
+       [](const wire::TokenInput& in) {
+         return SessionLink::ReplyResult(SessionLink::StepReply(
+             wire::Logits{in.session_id, in.step, kVocab, std::vector<float>(kVocab), {}}));
+       },
+       "sent logits where a multi-row step's result"},
+      {"digests of an untraced session",
+       [](const wire::TokenInput& in) {
+         SessionLink::ReplyResult r = RowsReply(in, {3}, 3);
+         std::get<wire::StepResult>(*r).layer_digests.resize(6);
+         return r;
+       },
+       "sent 6 layer digests for 3 step rows, expected 0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto s = Open();
+    link_.answer = c.answer;
+    const Status st = FeedRows(*s, {1, 3, 4}, 3);
+    EXPECT_EQ(st.kind(), ErrorKind::kCorrupt);
+    EXPECT_NE(st.message().find(c.error), std::string::npos) << st.message();
+  }
+  // Rows answering an ordinary step, and a multi-row step of no rows.
+  auto s = Open();
+  link_.answer = [](const wire::TokenInput& in) { return RowsReply(in, {3}, 2); };
+  StepContext ctx{0, SamplingParams{}, &chain_, &scratch_, &logits_};
+  Result<StepOutcome> one = s->FeedAndChoose(std::vector<uint32_t>{1}, ctx);
+  ASSERT_FALSE(one.ok());
+  EXPECT_NE(one.status().message().find("sent 2 step rows for an ordinary step"), std::string::npos);
+  EXPECT_EQ(FeedRows(*s, {1, 2}, 0).kind(), ErrorKind::kInvalid);
+  EXPECT_EQ(FeedRows(*s, {1, 2}, 3).kind(), ErrorKind::kInvalid);
 }
 
 }  // namespace

@@ -100,10 +100,11 @@ class TwoStages : public ::testing::Test {
   }
 
   // Opens `id` on both stages, reserving `positions` cache entries.
-  void Open(uint64_t id, uint32_t positions) {
+  void Open(uint64_t id, uint32_t positions, bool trace = false) {
     wire::SessionOpen open;
     open.session_id = id;
     open.reserve_positions = positions;
+    open.trace = trace;
     first_.Handle(open, &out_);
     last_.Handle(Take(&out_, Outgoing::To::kNextStage, &pool_), &out_);
     ASSERT_TRUE(out_.empty());

@@ -120,6 +120,48 @@ def sse_events(resp):
     return events
 
 
+def check_speculative_equals_plain(test):
+    """Speculative answers (several at once, batched with plain ones) carry
+    the plain answer's receipt, options.speculative aside."""
+    bodies = [{"prompt": [5, 9, 2, 7, 5, 9, 2, 7, 5, 9], "max_tokens": 24},
+              {"prompt": [5, 9, 2, 7, 5, 9, 2, 7], "max_tokens": 20, "temperature": 0.8,
+               "top_k": 30, "seed": 5},
+              {"prompt": [3, 1, 4, 1, 3, 1, 4, 1], "max_tokens": 16, "window": 6,
+               "evict": ["1:2@5"]}]
+    paths = ["/v1/completions"] * len(bodies)
+    if test.has_text:
+        bodies.append({"messages": [{"role": "user", "content": "la la la la la la"}],
+                       "max_tokens": 12})
+        paths.append("/v1/chat/completions")
+    plain = []
+    for path, body in zip(paths, bodies):
+        r = test.server.post(path, body)
+        test.assertEqual(r.status_code, 200, r.text)
+        plain.append(r.json()["receipt"])
+    got = [None] * (2 * len(bodies))
+
+    def ask(i, path, body):
+        got[i] = test.server.post(path, body)
+    threads = [threading.Thread(target=ask, args=(i, p, dict(b, speculative=True)))
+               for i, (p, b) in enumerate(zip(paths, bodies))]
+    threads += [threading.Thread(target=ask, args=(len(bodies) + i, p, b))
+                for i, (p, b) in enumerate(zip(paths, bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(len(bodies)):
+        test.assertEqual(got[i].status_code, 200, got[i].text)
+        receipt = got[i].json()["receipt"]
+        test.assertEqual(receipt["options"].pop("speculative"), "prompt-lookup")
+        test.assertEqual(receipt, plain[i], bodies[i])
+        test.assertEqual(got[len(bodies) + i].json()["receipt"], plain[i], bodies[i])
+    bad = test.server.post("/v1/completions", {"prompt": [1, 2], "max_tokens": 2,
+                                               "speculative": "yes"})
+    test.assertEqual(bad.status_code, 400, bad.text)
+    test.assertIn("speculative", bad.text)
+
+
 class ApiTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -300,6 +342,9 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(a["choices"][0]["finish_reason"], "stop")
         self.assertEqual(a["choices"][0]["text"], text[:text.find(stop)])
         self.assertSameAsSolo({}, a)
+
+    def test_speculative_answers_equal_plain_ones(self):
+        check_speculative_equals_plain(self)
 
     def test_single_run_gives_the_same_receipt(self):
         a = self.complete({"prompt": [8, 6, 4], "max_tokens": 6})
@@ -743,6 +788,7 @@ class ShardedTest(unittest.TestCase):
         cls.model = os.path.join(ARGS.tmp, "model")
         make_model(cls.model)
         cls.server = Server(cls.model, "--workers", "3", "--threads", "1")
+        cls.has_text = os.path.exists(os.path.join(ARGS.shared, "fixtures/smollm2-135m/tokenizer.json"))
 
     @classmethod
     def tearDownClass(cls):
@@ -781,6 +827,9 @@ class ShardedTest(unittest.TestCase):
         b = self.server.post("/v1/completions", sampled)
         self.assertEqual(b.status_code, 200, b.text)
         self.assertSameAsSolo(sampled, b.json())
+
+    def test_2b_speculative_answers_equal_plain_ones(self):
+        check_speculative_equals_plain(self)
 
     def test_3b_streamed_chunks_concatenate_to_the_plain_answer(self):
         for body in ({"prompt": [4, 4, 7, 1], "max_tokens": 10},

@@ -71,7 +71,16 @@ std::vector<Bytes> SeedCorpus() {
       MarshalMessage(TokenInput{TokenInput::Phase::kDecode, 1, 4, 9, {7}, handoff}));
   seeds.push_back(MarshalHidden({11, 4, 9, 1, 8, 2, RandomFloats(8, rng), handoff, false, {}}));
   seeds.push_back(MarshalMessage(StepResult{1, 4, 77, Sha256(std::string_view("l")),
-                                            chain.Export(), {}}));
+                                            chain.Export(), {}, {}}));
+  // A multi-row step: its step rows on the way, every row's outcome back.
+  TokenInput rows{TokenInput::Phase::kPrefill, 1, 5, 9, {7, 8, 9}, handoff};
+  rows.step_rows = 2;
+  seeds.push_back(MarshalMessage(rows));
+  HiddenFrame hidden_rows{11, 5, 9, 3, 8, 2, RandomFloats(24, rng), handoff, false, {}};
+  hidden_rows.step_rows = 2;
+  seeds.push_back(MarshalHidden(hidden_rows));
+  seeds.push_back(MarshalMessage(StepResult{1, 5, 77, Sha256(std::string_view("l")), chain.Export(),
+                                            {}, {{78, Sha256(std::string_view("m")), chain.Export()}}}));
   return seeds;
 }
 

@@ -24,7 +24,7 @@ Sha256State StateAfter(size_t bytes) {
 
 StepResult MakeResult() {
   return StepResult{0x0102030405060708ull, 41, 49151, Sha256(std::string_view("logits")),
-                    StateAfter(1000), {}};
+                    StateAfter(1000), {}, {}};
 }
 
 Result<Message> Parse(const Frame& f) { return ParseMessage(f); }
@@ -66,7 +66,7 @@ TEST(StepResultTest, EverySingleBitFlipIsRejectedOrMeaningless) {
                 out.status().kind() == ErrorKind::kInvalid)
         << "bit " << bit << ": " << out.status().ToString();
   }
-  EXPECT_LE(unnoticed, 16 + 30);  // + the empty layer-digest blob's offset bits
+  EXPECT_LE(unnoticed, 16 + 2 * 30);  // + the empty layer-digest and later-rows blobs' offset bits
 }
 
 TEST(StepResultTest, TruncatedFramesAreRefused) {
