@@ -6,6 +6,7 @@
 
 #include "cli/exit_status.h"
 #include "cli/report.h"
+#include "cli/speculative_option.h"
 #include "runtime/cluster_run.h"
 #include "runtime/generated_text.h"
 
@@ -22,8 +23,10 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
                             BuildRequest(o.run, coordinator->model_config().max_position_embeddings,
                                          files));
+  SpeculativeStats stats;
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::ClusterRun run,
-                            runtime::RunOnCluster(*coordinator, req, o.run.window, 2, o.run.trace));
+                            runtime::RunOnCluster(*coordinator, req, o.run.window, 2, o.run.trace,
+                                                  DecoderFor(o.run.speculative, &stats)));
   RunReport report;
   report.result = run.result;
   report.request = req;
@@ -31,6 +34,8 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
                                  runtime::ReceiptWorkers(*coordinator)};
   report.generated_text = runtime::DecodeText(files, run.result.generated);
   report.notes = runtime::ClusterNotes(*coordinator, run);
+  if (o.run.speculative) report.notes.push_back(SpeculativeNote(stats));
+  report.speculative = o.run.speculative;
   report.timings = {{"decode_ms_per_token_sharded", run.decode_ms_per_token}};
   report.signer = signer ? &*signer : nullptr;
   if (o.shutdown_workers) coordinator->ShutdownWorkers("coordinator finished");
@@ -50,6 +55,7 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCommandOptions& o) {
   cmd->add_option("--window", o.run.window, "Sliding window W for every layer (0 = none)");
   cmd->add_option("--evict", o.run.evictions, "FROM:COUNT@STEP: evict a span after step STEP");
   AddReceiptOptions(cmd, o.run);
+  AddSpeculativeFlag(cmd, &o.run.speculative);
   cmd->add_flag("--ship-logits", o.run.ship_logits, "Send every step's logits to the coordinator, which chooses the token (same digests)");
   cmd->add_flag("--shutdown-workers", o.shutdown_workers, "Ask the workers to exit afterwards");
   return cmd;

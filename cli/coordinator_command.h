@@ -13,7 +13,7 @@ namespace lockstep::cli {
 struct CoordinatorCommandOptions {
   std::string config;
   bool shutdown_workers = false;
-  RunOptions run;  // prompt, ids, gen, window, evictions, json
+  RunOptions run;  // prompt, ids, gen, window, evictions, json, speculative
 };
 
 CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCommandOptions& opts);

@@ -7,6 +7,7 @@
 #include "base/limits.h"
 #include "cli/exit_status.h"
 #include "cli/report.h"
+#include "cli/speculative_option.h"
 #include "engine/speculative.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "runtime/cluster_run.h"
@@ -39,9 +40,7 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   run->add_flag("--compare-monolithic", o.compare_monolithic,
                 "Also run monolithically; fail unless every digest is equal");
   AddReceiptOptions(run, o);
-  run->add_flag("--speculative", o.speculative,
-                "Exact speculative decoding: prompt-lookup proposals checked several per pass "
-                "(the same tokens, digests and receipt; options.speculative says so)");
+  AddSpeculativeFlag(run, &o.speculative);
   run->add_flag("--single-run", o.single_run,
                 "Decode once: skip the §12.4 same-process double run (the default doubles the time)");
   run->add_option("--temperature", o.sampling.temperature,
@@ -129,26 +128,6 @@ Result<DecodeRequest> BuildRequest(const RunOptions& o, int max_position_embeddi
 
 namespace {
 
-// The decoder `run` uses: plain (empty) or speculative, counting into *stats
-// (the last decode's: the §12.4 second run repeats the first).
-runtime::Decoder DecoderFor(const RunOptions& o, SpeculativeStats* stats) {
-  if (!o.speculative) return {};
-  return [stats](StepBackend& backend, const DecodeRequest& req, const WitnessSeed& seed) {
-    *stats = {};
-    return RunSpeculativeDecode(backend, req, seed, SpeculativeOptions{}, stats);
-  };
-}
-
-std::string SpeculativeNote(const SpeculativeStats& s) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf,
-                "speculative           = %llu of %llu proposed tokens kept (%.1f%%), %llu multi-row steps",
-                static_cast<unsigned long long>(s.accepted), static_cast<unsigned long long>(s.proposed),
-                s.proposed ? 100.0 * static_cast<double>(s.accepted) / static_cast<double>(s.proposed) : 0.0,
-                static_cast<unsigned long long>(s.passes));
-  return buf;
-}
-
 // The report's fields every run shares.
 RunReport NewReport(const RunOptions& o, const DecodeRequest& req, DecodeResult result,
                     const WitnessSeed& seed, const ModelFiles& files,
@@ -195,7 +174,7 @@ Status RunMonolithic(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req, RequestFor(o, model));
   SpeculativeStats stats;
   const runtime::LocalRunOptions local{o.window, o.compute, o.single_run ? 1 : 2, o.trace,
-                                       DecoderFor(o, &stats)};
+                                       DecoderFor(o.speculative, &stats)};
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult run, runtime::RunMonolithic(model, req, local));
   RunReport report = NewReport(o, req, std::move(run.result), model.Seed(), model.files, p.signer);
   report.notes = {MsNote(run.decode_ms_per_token, "monolithic")};  // human only: --json stays reproducible
@@ -211,7 +190,7 @@ Status RunSharded(const RunOptions& o) {
   SpeculativeStats stats;
   runtime::LoopbackOptions loopback{o.model_dir, o.workers, o.plan, o.window, o.compute,
                                     o.single_run ? 1 : 2, o.ship_logits, o.trace};
-  loopback.decode = DecoderFor(o, &stats);
+  loopback.decode = DecoderFor(o.speculative, &stats);
   LOCKSTEP_ASSIGN_OR_RETURN(loopback.plan_balance, ParsePlanBalance(o.plan_balance));
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr,
                             runtime::RunOnLoopback(loopback, model, p.pins, req));

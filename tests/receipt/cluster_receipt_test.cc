@@ -67,5 +67,37 @@ TEST(ClusterReceipt, TracedCoordinatorReceiptNamesWorkerKeysAndVerifiesOnTheClus
   std::filesystem::remove_all(dir);
 }
 
+// `coordinator --speculative` checks prompt-lookup proposals as multi-row
+// steps on the workers and writes the plain run's receipt, byte for byte,
+// but for options.speculative (no digest covers it) and the timings.
+TEST(ClusterReceipt, SpeculativeCoordinatorReceiptEqualsThePlainOne) {
+  const std::string dir = MakeTempDir("cluster-speculative");
+  const std::string model = dir + "/m";
+  auto made = RunCli({"make-model", model, "--seed", "5", "--hidden", "64", "--layers", "4",
+                      "--heads", "4", "--kv-heads", "2", "--inter", "96", "--vocab", "300"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  TestCluster cluster = StartTestCluster(LOCKSTEP_CLI_PATH, 2, dir, model, "[[0,2],[2,4]]");
+  ASSERT_NE(cluster.procs, nullptr);
+  std::vector<json> receipts;
+  for (bool speculative : {false, true}) {
+    const std::string path = dir + (speculative ? "/s.json" : "/p.json");
+    std::vector<std::string> args = {"coordinator", "--config", cluster.config_path, "--ids",
+                                     "4,8,15,16,4,8,15,16,4,8", "--gen", "12", "--receipt", path};
+    if (speculative) args.push_back("--speculative");
+    auto run = RunCli(args);
+    ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+    EXPECT_EQ(run.out.find("speculative           = ") != std::string::npos, speculative)
+        << run.out;
+    receipts.push_back(ReadJsonFile(path));
+  }
+  EXPECT_FALSE(receipts[0]["options"].contains("speculative"));
+  EXPECT_EQ(receipts[1]["options"]["speculative"], "prompt-lookup");
+  receipts[1]["options"].erase("speculative");
+  for (json& j : receipts) j.erase("timings");
+  EXPECT_EQ(receipts[1].dump(), receipts[0].dump());
+  cluster.procs->Reap(std::chrono::milliseconds(0));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace lockstep::testing
