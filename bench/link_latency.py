@@ -3,6 +3,7 @@
 
   bench/link_latency.py --lockstep build/cli/lockstep --model M \\
       [--workers 3] [--delay-ms 0,2,5] [--gen 32] [--runs 3]
+      [--ids 1,2,3,4,5,6,7,8] [--speculative]
 
 Starts K `lockstep worker` processes on loopback TCP (CURVE keys made with
 `lockstep keygen`) and, in front of each, a proxy that holds every chunk it
@@ -10,7 +11,9 @@ forwards, in both directions, for the delay before passing it on. The
 cluster config names the proxies, so every link into worker k goes
 through proxy k: the coordinator's, the previous stage's and the last
 stage's relayed steps into the first. `lockstep coordinator --json` then
-decodes, and the script prints its per-token time against the delay.
+decodes (with --speculative: proposals checked as multi-row steps, one
+trip through the links for several tokens), and the script prints its
+per-token time against the delay.
 
 A token through the coordinator crosses K + 1 links (coordinator, the
 stages, back); relayed (docs/runtime.md, "Relayed steps"), K. So each ms
@@ -84,9 +87,11 @@ def run_proxies(pairs, delay, ready):
 
 
 def decode(args, config):
-    out = subprocess.run([args.lockstep, "coordinator", "--config", config, "--ids",
-                          "1,2,3,4,5,6,7,8", "--gen", str(args.gen), "--json"],
-                         capture_output=True, text=True, timeout=600)
+    cmd = [args.lockstep, "coordinator", "--config", config, "--ids", args.ids, "--gen",
+           str(args.gen), "--json"]
+    if args.speculative:
+        cmd.append("--speculative")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         sys.exit("coordinator failed: " + out.stderr)
     return json.loads(out.stdout)
@@ -155,6 +160,9 @@ def main():
     p.add_argument("--delay-ms", default="0,2,5")
     p.add_argument("--gen", type=int, default=32)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--ids", default="1,2,3,4,5,6,7,8", help="prompt token ids")
+    p.add_argument("--speculative", action="store_true",
+                   help="decode with prompt-lookup speculation (the same digests)")
     args = p.parse_args()
     delays = [float(d) for d in args.delay_ms.split(",")]
     rows, digests = [], set()
@@ -165,6 +173,7 @@ def main():
             rows.append((d, med, lo, hi))
     base = rows[0][1]
     print(f"{args.workers} workers of {args.threads} thread(s), --gen {args.gen}, "
+          f"{'speculative, ' if args.speculative else ''}"
           f"{args.runs} runs per delay (median, min-max)")
     print("| one-way delay per link | ms/token | min-max | added per ms of delay |")
     print("|---|---|---|---|")
