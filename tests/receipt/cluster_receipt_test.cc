@@ -15,13 +15,20 @@ namespace {
 
 using nlohmann::json;
 
+// A 4-layer model in DIR/m and two workers serving it cut as `plan`
+// (procs null when the model could not be made).
+TestCluster ModelOnTwoWorkers(const std::string& dir, const std::string& plan) {
+  auto made = RunCli({"make-model", dir + "/m", "--seed", "5", "--hidden", "64", "--layers", "4",
+                      "--heads", "4", "--kv-heads", "2", "--inter", "96", "--vocab", "300"});
+  EXPECT_EQ(made.exit_code, 0) << made.err;
+  if (made.exit_code != 0) return {};
+  return StartTestCluster(LOCKSTEP_CLI_PATH, 2, dir, dir + "/m", plan);
+}
+
 TEST(ClusterReceipt, TracedCoordinatorReceiptNamesWorkerKeysAndVerifiesOnTheCluster) {
   const std::string dir = MakeTempDir("cluster-receipt");
   const std::string model = dir + "/m";
-  auto made = RunCli({"make-model", model, "--seed", "5", "--hidden", "64", "--layers", "4",
-                      "--heads", "4", "--kv-heads", "2", "--inter", "96", "--vocab", "300"});
-  ASSERT_EQ(made.exit_code, 0) << made.err;
-  TestCluster cluster = StartTestCluster(LOCKSTEP_CLI_PATH, 2, dir, model, "[[0,1],[1,4]]");
+  TestCluster cluster = ModelOnTwoWorkers(dir, "[[0,1],[1,4]]");
   ASSERT_NE(cluster.procs, nullptr);
   ASSERT_EQ(cluster.worker_curve_public.size(), 2u);
   const std::string receipt = dir + "/r.json";
@@ -72,11 +79,7 @@ TEST(ClusterReceipt, TracedCoordinatorReceiptNamesWorkerKeysAndVerifiesOnTheClus
 // but for options.speculative (no digest covers it) and the timings.
 TEST(ClusterReceipt, SpeculativeCoordinatorReceiptEqualsThePlainOne) {
   const std::string dir = MakeTempDir("cluster-speculative");
-  const std::string model = dir + "/m";
-  auto made = RunCli({"make-model", model, "--seed", "5", "--hidden", "64", "--layers", "4",
-                      "--heads", "4", "--kv-heads", "2", "--inter", "96", "--vocab", "300"});
-  ASSERT_EQ(made.exit_code, 0) << made.err;
-  TestCluster cluster = StartTestCluster(LOCKSTEP_CLI_PATH, 2, dir, model, "[[0,2],[2,4]]");
+  TestCluster cluster = ModelOnTwoWorkers(dir, "[[0,2],[2,4]]");
   ASSERT_NE(cluster.procs, nullptr);
   std::vector<json> receipts;
   for (bool speculative : {false, true}) {
