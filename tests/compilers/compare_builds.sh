@@ -9,7 +9,7 @@
 # extension case and a synthetic model, with the scalar and the dispatched
 # kernels. The main build's own probe is checked the same way first, so the
 # probe and `lockstep run` are known to be one path.
-# By default the two builds furthest from the main one (gcc -O3): gcc -O0
+# By default the two builds furthest from the main one (gcc -O2): gcc -O0
 # (nothing optimised) and clang -O3 (another compiler at its highest level);
 # MATRIX=full adds gcc -O3, clang -O0 and clang -O2, and MATRIX="gcc:-O3
 # clang:-O0" names any set. Exit 77 (skipped) when clang++ is absent.
