@@ -1,7 +1,8 @@
 // Shared by the teacher-forcing and speculative tests: the decode requests
 // every kind of receipt the tests produce (greedy, sampled, windowed,
 // evictions, long enough to cross LocalBackend's row passes, traced), the
-// backends that run them, and an exact comparison of two results.
+// backends that run them, and the exact comparison of two results
+// (runtime::CompareResults, as everywhere).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 
 #include "engine/decode.h"
 #include "engine/local_backend.h"
+#include "runtime/compare.h"
 
 namespace lockstep::testing {
 
@@ -60,12 +62,8 @@ inline std::unique_ptr<LocalBackend> OpenBackend(const Stage& stage, const Decod
 }
 
 inline void ExpectSameResult(const DecodeResult& a, const DecodeResult& b) {
-  EXPECT_EQ(a.prompt, b.prompt);
-  EXPECT_EQ(a.generated, b.generated);
-  EXPECT_EQ(a.logits_sha256, b.logits_sha256);
-  EXPECT_EQ(a.layer_digests, b.layer_digests);
-  EXPECT_EQ(a.argmax_digest, b.argmax_digest);
-  EXPECT_EQ(a.cis2_ref, b.cis2_ref);
+  const Status same = runtime::CompareResults(a, b, "a", "b");  // the one comparison
+  EXPECT_TRUE(same.ok()) << same.ToString();
 }
 
 }  // namespace lockstep::testing
