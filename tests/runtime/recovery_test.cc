@@ -310,10 +310,16 @@ TEST_F(Recovery, WithoutASpareTheSessionFailsNamingTheDeadWorkerInTime) {
   Clock::time_point killed;
   auto session = coordinator_->OpenSession(std::nullopt);
   ASSERT_TRUE(session.ok());
-  KillAtStep killer(**session, 4, [&] {
-    procs_->Kill(1);
-    killed = Clock::now();
-  });
+  // Unrelayed: each step is sent after the kill before it, so the steps
+  // after the kill must meet the dead worker (relayed, the pipeline could
+  // have run every remaining step before the kill landed).
+  KillAtStep killer(
+      **session, 4,
+      [&] {
+        procs_->Kill(1);
+        killed = Clock::now();
+      },
+      /*relay=*/false);
   Result<DecodeResult> got = RunDecode(killer, Req(12), coordinator_->seed());
   const auto waited = Clock::now() - killed;
   ASSERT_FALSE(got.ok());
@@ -330,12 +336,16 @@ TEST_F(Recovery, WhenTheSparesRunOutTheSessionFailsNamingTheDeadWorker) {
   if (HasFatalFailure()) return;
   auto session = coordinator_->OpenSession(std::nullopt);
   ASSERT_TRUE(session.ok());
-  KillAtStep first(**session, 3, [&] { procs_->Kill(1); });
+  // Unrelayed, as above: the steps after each kill meet the dead worker.
+  KillAtStep first(**session, 3, [&] { procs_->Kill(1); }, /*relay=*/false);
   Clock::time_point killed;
-  KillAtStep second(first, 7, [&] {
-    procs_->Kill(3);  // the spare now serving stage 1
-    killed = Clock::now();
-  });
+  KillAtStep second(
+      first, 7,
+      [&] {
+        procs_->Kill(3);  // the spare now serving stage 1
+        killed = Clock::now();
+      },
+      /*relay=*/false);
   Result<DecodeResult> got = RunDecode(second, Req(12), coordinator_->seed());
   const auto waited = Clock::now() - killed;
   ASSERT_FALSE(got.ok());
