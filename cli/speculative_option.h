@@ -8,7 +8,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli/report.h"
 #include "engine/speculative.h"
 #include "runtime/checked_decode.h"
 
