@@ -3,6 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "base/sha256.h"
 #include "cli/exit_status.h"
 
 namespace lockstep::cli {
@@ -24,6 +25,10 @@ nlohmann::json ToJson(const BenchOptions& options, const runtime::BenchFigures& 
                       {"peak_rss_bytes", f.peak_rss}, {"decode_cpu_share", f.decode_cpu_share},
                       {"ttft_cpu_s", f.ttft_cpu_s}};
   if (!o.compute.weight_cache.empty()) j["weight_cache"] = f.weight_cache_note;
+  j["decode"] = {{"prompt_token_ids", f.decode.prompt},
+                 {"generated_token_ids", f.decode.generated},
+                 {"cis2_ref", ToHex(f.decode.cis2_ref)},
+                 {"argmax_digest", ToHex(f.decode.argmax_digest)}};
   if (o.sessions > 1) {
     j["batched_tok_s"] = f.batched_tok_s;
     j["solo_tok_s"] = f.solo_tok_s;

@@ -174,6 +174,7 @@ Status MeasureDecode(const Stage& st, const WitnessSeed& seed, const BenchOption
   f->ttft_cpu_s = run.first_token_cpu_s;
   f->decode_tok_s = run.decode_ms_per_token > 0 ? 1000.0 / run.decode_ms_per_token : 0;
   f->decode_cpu_share = (cpu_end - run.first_token_cpu_s) / (wall * static_cast<double>(o.compute.threads));
+  f->decode = std::move(run.result);
   return Status::Ok();
 }
 

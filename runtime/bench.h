@@ -2,7 +2,8 @@
 // (printing is the caller's): time to first token (open + hash, load,
 // prefill), decode throughput timed on the path `lockstep run` times
 // (DecodeOnStage: RunDecode on a LocalBackend through a TimedBackend),
-// prefill throughput, weight bytes per token, and with sessions > 1 the
+// prefill throughput, weight bytes per token, the timed decode's
+// result (prompt ids, tokens, digests: the same bits `run` gives), and with sessions > 1 the
 // same S sessions decoded as one batch (the server's LocalBatchStepper
 // over DecodeSessions) and one by one, interleaved, each batched session
 // checked bit-equal to its solo twin; a STREAM-style
@@ -41,6 +42,10 @@ struct BenchFigures {
   double ttft_cpu_s = 0;        // process CPU time until the first token
   double open_s = 0;            // OpenModelDir: config and tokenizer hashed, config parsed
   std::string weight_cache_note;  // LoadedStage::weight_cache_note
+  // The timed decode itself (greedy, `decode_prompt_len` prompt ids of
+  // Prompt(), `gen` tokens): what it decoded, so its bits can be held
+  // equal to `run`'s and `serve`'s for the same request.
+  DecodeResult decode;
 };
 
 // Decodes `reqs` together as `bench` batches them (DecodeSessions stepped

@@ -120,6 +120,40 @@ def sse_events(resp):
     return events
 
 
+def check_every_front_end_agrees(test, workers):
+    """One request through `lockstep bench`, `lockstep run` and the server
+    (in process, or over `workers` worker processes): bench's timed decode
+    carries run's tokens and digests, and the served receipt is run's
+    receipt member for member, `timings` aside (and, sharded, the workers'
+    endpoints and keys, which name each cluster's own processes)."""
+    gen = 6
+    out = subprocess.run([ARGS.lockstep, "bench", "--model", test.model, "--threads", "1",
+                          "--decode-prompt-len", "4", "--gen", str(gen), "--prompt-len", "4",
+                          "--repeats", "1", "--json"], check=True, capture_output=True, text=True)
+    bench = json.loads(out.stdout.strip().splitlines()[-1])["decode"]
+    vocab = 49152 if test.has_text else 512
+    ids = [(i * 7919 + 13) % vocab for i in range(4)]  # bench's documented decode prompt
+    test.assertEqual(bench["prompt_token_ids"], ids)
+    path = os.path.join(ARGS.tmp, "front-ends-%d.json" % workers)
+    subprocess.run([ARGS.lockstep, "run", "--model", test.model, "--ids", ",".join(map(str, ids)),
+                    "--gen", str(gen), "--threads", "1", "--workers", str(workers),
+                    "--receipt", path], check=True, capture_output=True)
+    with open(path) as f:
+        ran = json.load(f)
+    for key in ("generated_token_ids", "cis2_ref", "argmax_digest"):
+        test.assertEqual(bench[key], ran[key], key)
+    answer = test.server.post("/v1/completions", {"prompt": ids, "max_tokens": gen})
+    test.assertEqual(answer.status_code, 200, answer.text)
+    served = answer.json()["receipt"]
+    for r in (served, ran):
+        r.pop("timings", None)
+    if workers:
+        stages = [w["layers"] for w in ran.pop("workers")]
+        test.assertEqual(len(stages), workers)
+        test.assertEqual([w["layers"] for w in served.pop("workers")], stages)
+    test.assertEqual(json.dumps(served, sort_keys=True), json.dumps(ran, sort_keys=True))
+
+
 def check_speculative_equals_plain(test):
     """Speculative answers (several at once, batched with plain ones) carry
     the plain answer's receipt, options.speculative aside."""
@@ -345,6 +379,9 @@ class ApiTest(unittest.TestCase):
 
     def test_speculative_answers_equal_plain_ones(self):
         check_speculative_equals_plain(self)
+
+    def test_bench_run_and_serve_decode_the_same_bits(self):
+        check_every_front_end_agrees(self, 0)
 
     def test_single_run_gives_the_same_receipt(self):
         a = self.complete({"prompt": [8, 6, 4], "max_tokens": 6})
@@ -830,6 +867,9 @@ class ShardedTest(unittest.TestCase):
 
     def test_2b_speculative_answers_equal_plain_ones(self):
         check_speculative_equals_plain(self)
+
+    def test_2c_bench_run_and_serve_decode_the_same_bits(self):
+        check_every_front_end_agrees(self, 3)
 
     def test_3b_streamed_chunks_concatenate_to_the_plain_answer(self):
         for body in ({"prompt": [4, 4, 7, 1], "max_tokens": 10},
