@@ -13,10 +13,13 @@ Speculator::Speculator(std::span<const uint32_t> prompt, const SpeculativeOption
 std::span<const uint32_t> Speculator::Propose(uint32_t room, std::span<const uint32_t> eos) {
   proposals_.clear();
   uint32_t budget = budget_;
+  plain_ahead_ = 0;
   if (skip_ > 0) {  // backing off after rejections
     --skip_;
     budget = 0;
+    if (backoff_begins_) plain_ahead_ = skip_;
   }
+  backoff_begins_ = false;
   if (const uint32_t n = std::min(room, budget); n > 0) {
     ProposeByLookup(history_, n, o_.max_ngram, &proposals_);
   }
@@ -35,6 +38,7 @@ void Speculator::Observe(size_t proposed, std::span<const StepOutcome> chosen) {
   stats_.passes += 1;
   if (kept == 0) {
     skip_ = backoff_;
+    backoff_begins_ = true;
     backoff_ = std::min(2 * backoff_, kMaxBackoff);
     budget_ = 1;
     return;
@@ -52,7 +56,10 @@ Status StepSpeculatively(DecodeSession& s, Speculator& speculator, size_t prompt
   std::span<const uint32_t> proposals;
   if (!s.stop_rule().text) proposals = speculator.Propose(room, s.stop_rule().eos);
   StepBackend& backend = s.backend();
-  if (proposals.empty()) {  // plain, and promising no chained steps: the next may be multi-row
+  if (proposals.empty()) {  // plain; chained only through a backoff (the next may be multi-row)
+    if (const uint32_t ahead = std::min(speculator.PlainStepsAhead(), room); ahead > 0) {
+      backend.ExpectChainedSteps(ahead);
+    }
     LOCKSTEP_ASSIGN_OR_RETURN(const StepOutcome one, backend.FeedAndChoose(tokens, ctx));
     speculator.Observe(0, std::span<const StepOutcome>(&one, 1));
     return s.Chose(tokens.size(), one);

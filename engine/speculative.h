@@ -17,7 +17,9 @@
 // FeedAndChoose), backoff doubling up to kMaxBackoff while rejections go on
 // and resetting when a proposal is kept; a step with no proposal is a
 // plain step. So a workload the proposer cannot guess costs about what
-// plain decoding does.
+// plain decoding does. The first plain step of a backoff promises the
+// backend the rest of it (StepBackend::ExpectChainedSteps, up to the
+// segment's end), so a pipeline relays those steps as in plain decoding.
 //
 // The steps are a DecodeSession's (engine/decode_session.h), so a server
 // session decodes speculatively as `run` does: StepSpeculatively advances
@@ -62,11 +64,17 @@ class Speculator {
   std::span<const uint32_t> Propose(uint32_t room, std::span<const uint32_t> eos);
   // A step fed `proposed` proposals and returned `chosen` (kept + 1).
   void Observe(size_t proposed, std::span<const StepOutcome> chosen);
+  // After a Propose that began a backoff: the steps right after this one
+  // that are plain too (the rest of the backoff). 0 at any other step, so
+  // each backoff is promised once.
+  uint32_t PlainStepsAhead() const { return plain_ahead_; }
   const SpeculativeStats& stats() const { return stats_; }
 
  private:
   SpeculativeOptions o_;
   uint32_t budget_, skip_ = 0, backoff_ = 1;
+  bool backoff_begins_ = false;  // the next Propose is a backoff's first
+  uint32_t plain_ahead_ = 0;     // PlainStepsAhead()
   std::vector<uint32_t> history_, proposals_;
   SpeculativeStats stats_;
 };

@@ -4,7 +4,9 @@
 // evicting, long and traced decodes, on the scalar and dispatched kernels,
 // 1 and 2 threads, with 1 to 8 proposals per step; proposals are both kept
 // and rejected along the way, so both the kept rows and the evicted tail
-// are exercised. And the prompt-lookup proposer on its own.
+// are exercised. Steps backing off from proposals are promised to the
+// backend as chained steps, and the promise is kept. And the prompt-lookup
+// proposer on its own.
 #include <gtest/gtest.h>
 
 #include "decode_cases.h"
@@ -43,6 +45,83 @@ TEST(Speculative, EqualsPlainDecodingOnEveryKindOfDecode) {
   }
   EXPECT_GT(total.accepted, 0u);               // rows kept
   EXPECT_GT(total.proposed, total.accepted);   // and rows evicted
+}
+
+// Forwards to `inner` and checks StepBackend::ExpectChainedSteps' promise:
+// after ExpectChainedSteps(n), the next FeedAndChoose and the n after it
+// feed, each, the one token the call before returned, nothing in between.
+class PromiseChecker final : public StepBackend {
+ public:
+  explicit PromiseChecker(StepBackend& inner) : inner_(inner) {}
+  Status Feed(std::span<const uint32_t> tokens, std::vector<float>* logits) override {
+    Break("Feed");
+    return inner_.Feed(tokens, logits);
+  }
+  Result<StepOutcome> FeedAndChoose(std::span<const uint32_t> tokens,
+                                    const StepContext& ctx) override {
+    if (left_ > 0 && !first_ && (tokens.size() != 1 || tokens[0] != last_)) Break("another token");
+    Result<StepOutcome> o = inner_.FeedAndChoose(tokens, ctx);
+    if (o.ok()) last_ = o->token;
+    if (left_ > 0 && !first_) --left_;
+    first_ = false;
+    return o;
+  }
+  Status FeedRows(std::span<const uint32_t> tokens, uint32_t rows, const StepContext& ctx,
+                  RowSteps* out) override {
+    Break("FeedRows");
+    return inner_.FeedRows(tokens, rows, ctx, out);
+  }
+  Status Evict(uint32_t from, uint32_t count) override {
+    Break("Evict");
+    return inner_.Evict(from, count);
+  }
+  void ExpectChainedSteps(uint32_t steps) override {
+    Break("a new promise");
+    left_ = steps;
+    first_ = true;
+    promised += steps;
+  }
+  uint32_t CacheLength() const override { return inner_.CacheLength(); }
+  std::span<const Digest> StepTrace() const override { return inner_.StepTrace(); }
+
+  uint64_t promised = 0;         // chained steps promised in all
+  std::vector<std::string> broken;  // what broke a promise, in order
+
+ private:
+  void Break(const char* what) {
+    if (left_ > 0) broken.push_back(std::string(what) + " with " + std::to_string(left_) + " steps promised");
+    left_ = 0;
+  }
+  StepBackend& inner_;
+  uint32_t left_ = 0, last_ = 0;
+  bool first_ = false;
+};
+
+// Steps that back off from proposing are promised to the backend as a run
+// (so a pipeline relays them), and every promise is kept: the promised
+// steps are plain steps feeding the token chosen before them.
+TEST(Speculative, BackoffRunsArePromisedChainedStepsAndKeepThem) {
+  const std::string dir = FreshPath("speculative_promise");
+  SyntheticShape s = SmallUntiedShape();
+  s.vocab = 300;
+  ASSERT_TRUE(WriteSyntheticModel(dir, s, 11, "").ok());
+  auto model = OpenModelDir(dir, ModelPins{});
+  ASSERT_TRUE(model.ok());
+  Loaded l = Load(*model, Variant{});
+  uint64_t promised = 0;
+  for (const DecodeCase& c : DecodeCases()) {
+    SCOPED_TRACE(c.name);
+    auto plain = RunDecode(*OpenBackend(*l.stage, c), c.req, model->Seed());
+    ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+    auto local = OpenBackend(*l.stage, c);
+    PromiseChecker checker(*local);
+    auto spec = RunSpeculativeDecode(checker, c.req, model->Seed(), SpeculativeOptions{4, 3}, nullptr);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    ExpectSameResult(*spec, *plain);
+    EXPECT_TRUE(checker.broken.empty()) << checker.broken.front();
+    promised += checker.promised;
+  }
+  EXPECT_GT(promised, 0u);  // some backoff ran, and was promised
 }
 
 TEST(Proposer, ProposesWhatFollowedTheLongestRecentSuffix) {
