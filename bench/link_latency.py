@@ -3,7 +3,7 @@
 
   bench/link_latency.py --lockstep build/cli/lockstep --model M \\
       [--workers 3] [--delay-ms 0,2,5] [--gen 32] [--runs 3]
-      [--ids 1,2,3,4,5,6,7,8] [--speculative]
+      [--ids 1,2,3,4,5,6,7,8] [--temperature T --seed S] [--speculative]
 
 Starts K `lockstep worker` processes on loopback TCP (CURVE keys made with
 `lockstep keygen`) and, in front of each, a proxy that holds every chunk it
@@ -91,6 +91,8 @@ def decode(args, config):
            str(args.gen), "--json"]
     if args.speculative:
         cmd.append("--speculative")
+    if args.temperature > 0:
+        cmd += ["--temperature", str(args.temperature), "--seed", str(args.seed)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         sys.exit("coordinator failed: " + out.stderr)
@@ -161,6 +163,9 @@ def main():
     p.add_argument("--gen", type=int, default=32)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--ids", default="1,2,3,4,5,6,7,8", help="prompt token ids")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="sample at this temperature (0: greedy)")
+    p.add_argument("--seed", type=int, default=1, help="the sampler's seed")
     p.add_argument("--speculative", action="store_true",
                    help="decode with prompt-lookup speculation (the same digests)")
     args = p.parse_args()

@@ -12,20 +12,25 @@ Speculator::Speculator(std::span<const uint32_t> prompt, const SpeculativeOption
 
 std::span<const uint32_t> Speculator::Propose(uint32_t room, std::span<const uint32_t> eos) {
   proposals_.clear();
-  uint32_t budget = budget_;
   plain_ahead_ = 0;
-  if (skip_ > 0) {  // backing off after rejections
+  if (skip_ > 0) {  // backing off
     --skip_;
-    budget = 0;
     if (backoff_begins_) plain_ahead_ = skip_;
+    backoff_begins_ = false;
+    return proposals_;
   }
-  backoff_begins_ = false;
-  if (const uint32_t n = std::min(room, budget); n > 0) {
-    ProposeByLookup(history_, n, o_.max_ngram, &proposals_);
-  }
+  const uint32_t n = std::min(room, budget_);
+  if (n == 0) return proposals_;
+  ProposeByLookup(history_, n, o_.max_ngram, &proposals_);
   // A row choosing an end-of-sequence id must be the last kept.
   const auto end = std::find_first_of(proposals_.begin(), proposals_.end(), eos.begin(), eos.end());
   proposals_.erase(end, proposals_.end());
+  if (!proposals_.empty()) {
+    dry_ = 0;
+  } else if (++dry_ >= kDryLookups) {  // nothing to guess again: this step and 1, 2, 4 ... more run plain
+    skip_ = std::min(uint32_t{1} << std::min<uint32_t>(dry_ - kDryLookups, 6), kMaxBackoff);
+    plain_ahead_ = skip_;
+  }
   return proposals_;
 }
 
@@ -50,11 +55,12 @@ void Speculator::Observe(size_t proposed, std::span<const StepOutcome> chosen) {
 Status StepSpeculatively(DecodeSession& s, Speculator& speculator, size_t prompt_budget) {
   size_t budget = prompt_budget;
   const std::span<const uint32_t> tokens = s.NextTokens(&budget);
-  if (tokens.empty() || !s.Chooses(tokens.size())) return s.Step(prompt_budget);  // a prompt chunk
+  if (tokens.empty() || !s.Chooses(tokens.size()) || s.stop_rule().text) {
+    return s.Step(prompt_budget);  // a prompt chunk, or a step that only plain decoding takes
+  }
   const StepContext& ctx = s.Context();
   const uint32_t room = SegmentEnd(s.request(), ctx.step) - ctx.step;  // rows past the first
-  std::span<const uint32_t> proposals;
-  if (!s.stop_rule().text) proposals = speculator.Propose(room, s.stop_rule().eos);
+  const std::span<const uint32_t> proposals = speculator.Propose(room, s.stop_rule().eos);
   StepBackend& backend = s.backend();
   if (proposals.empty()) {  // plain; chained only through a backoff (the next may be multi-row)
     if (const uint32_t ahead = std::min(speculator.PlainStepsAhead(), room); ahead > 0) {

@@ -15,11 +15,13 @@
 // cut to one past the kept run after a pass that kept some. After a pass
 // whose proposals were all rejected the next `backoff` steps run plain (one
 // FeedAndChoose), backoff doubling up to kMaxBackoff while rejections go on
-// and resetting when a proposal is kept; a step with no proposal is a
-// plain step. So a workload the proposer cannot guess costs about what
-// plain decoding does. The first plain step of a backoff promises the
-// backend the rest of it (StepBackend::ExpectChainedSteps, up to the
-// segment's end), so a pipeline relays those steps as in plain decoding.
+// and resetting when a proposal is kept. A step where the lookup finds
+// nothing is a plain step; from the kDryLookups-th such lookup in a row on, it and
+// the next 1, 2, 4 ... 64 steps run plain without looking. So a workload
+// the proposer cannot guess costs about what plain decoding does. A run of
+// steps known to be plain is promised to the backend at its first step
+// (StepBackend::ExpectChainedSteps, up to the segment's end), so a
+// pipeline relays them as in plain decoding.
 //
 // The steps are a DecodeSession's (engine/decode_session.h), so a server
 // session decodes speculatively as `run` does: StepSpeculatively advances
@@ -53,6 +55,7 @@ struct SpeculativeStats {
 };
 
 inline constexpr uint32_t kMaxBackoff = 64;
+inline constexpr uint32_t kDryLookups = 4;  // empty lookups in a row that start a plain run
 
 // One session's speculation: its text so far (prompt and tokens chosen),
 // the adaptive proposal budget and backoff above, and the counts.
@@ -64,16 +67,18 @@ class Speculator {
   std::span<const uint32_t> Propose(uint32_t room, std::span<const uint32_t> eos);
   // A step fed `proposed` proposals and returned `chosen` (kept + 1).
   void Observe(size_t proposed, std::span<const StepOutcome> chosen);
-  // After a Propose that began a backoff: the steps right after this one
-  // that are plain too (the rest of the backoff). 0 at any other step, so
-  // each backoff is promised once.
+  // After a Propose that begins a run of plain steps (it proposes
+  // nothing): the steps right after this one that are plain too. 0 at any
+  // other step, so each run is promised once.
   uint32_t PlainStepsAhead() const { return plain_ahead_; }
   const SpeculativeStats& stats() const { return stats_; }
 
  private:
+
   SpeculativeOptions o_;
   uint32_t budget_, skip_ = 0, backoff_ = 1;
   bool backoff_begins_ = false;  // the next Propose is a backoff's first
+  uint32_t dry_ = 0;             // lookups in a row that found nothing
   uint32_t plain_ahead_ = 0;     // PlainStepsAhead()
   std::vector<uint32_t> history_, proposals_;
   SpeculativeStats stats_;
