@@ -47,16 +47,7 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
 CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCommandOptions& o) {
   CLI::App* cmd = app.add_subcommand("coordinator", "Decode on running workers (cluster config)");
   cmd->add_option("--config", o.config, "Cluster config JSON (see configs/)")->required();
-  auto* prompt = cmd->add_option("--prompt", o.run.prompt, "Prompt text (needs tokenizer.json)");
-  auto* ids = cmd->add_option("--ids", o.run.ids, "Prompt token ids, comma separated");
-  prompt->excludes(ids);
-  cmd->add_option("--gen", o.run.gen, "Tokens to generate")->default_val(16);
-  cmd->add_flag("--json", o.run.json, "Print one JSON object");
-  cmd->add_option("--window", o.run.window, "Sliding window W for every layer (0 = none)");
-  cmd->add_option("--evict", o.run.evictions, "FROM:COUNT@STEP: evict a span after step STEP");
-  AddReceiptOptions(cmd, o.run);
-  AddSpeculativeFlag(cmd, &o.run.speculative);
-  cmd->add_flag("--ship-logits", o.run.ship_logits, "Send every step's logits to the coordinator, which chooses the token (same digests)");
+  AddRequestOptions(cmd, o.run);
   cmd->add_flag("--shutdown-workers", o.shutdown_workers, "Ask the workers to exit afterwards");
   return cmd;
 }

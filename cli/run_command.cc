@@ -22,13 +22,7 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   CLI::App* run = app.add_subcommand("run", "Greedy decode with CIS-2 digests");
   run->add_option("--model", o.model_dir, "Model folder (config.json, model.safetensors, tokenizer.json)")
       ->required();
-  auto* prompt = run->add_option("--prompt", o.prompt, "Prompt text (needs tokenizer.json)");
-  auto* ids = run->add_option("--ids", o.ids, "Prompt token ids, comma separated");
-  prompt->excludes(ids);
-  run->add_option("--gen", o.gen, "Tokens to generate")->default_val(16);
-  run->add_flag("--json", o.json, "Print one JSON object");
-  run->add_option("--window", o.window, "Sliding window W for every layer (0 = none)");
-  run->add_option("--evict", o.evictions, "FROM:COUNT@STEP: evict a span after step STEP's token");
+  AddRequestOptions(run, o);
   run->add_option("--manifest", o.manifest, "JSON file pinning the artifacts' sha256");
   run->add_option("--expect", o.expect, "Built-in pins to verify (smollm2-135m)");
   run->add_option("--workers", o.workers, "Shard over K local worker processes");
@@ -36,18 +30,10 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   run->add_option("--plan-balance", o.plan_balance,
                   "What the automatic plan balances: memory (each stage's weight bytes) or "
                   "memory+work (plus the bytes a token reads of them)");
-  run->add_flag("--ship-logits", o.ship_logits, "Send every step's logits to the coordinator, which chooses the token (same digests)");
   run->add_flag("--compare-monolithic", o.compare_monolithic,
                 "Also run monolithically; fail unless every digest is equal");
-  AddReceiptOptions(run, o);
-  AddSpeculativeFlag(run, &o.speculative);
   run->add_flag("--single-run", o.single_run,
                 "Decode once: skip the §12.4 same-process double run (the default doubles the time)");
-  run->add_option("--temperature", o.sampling.temperature,
-                  "0 = greedy (default); > 0 samples as docs/sampling.md defines");
-  run->add_option("--top-k", o.sampling.top_k, "Sample among the K likeliest (0 = all)");
-  run->add_option("--top-p", o.sampling.top_p, "Sample within cumulative probability P");
-  run->add_option("--seed", o.sampling.seed, "Sampling seed");
   run->add_option("--isa", o.compute.isa, "Kernels: scalar|avx2|avx512|neon|auto (every worker's too)")
       ->default_val("auto");
   run->add_option("--threads", o.compute.threads,
@@ -60,11 +46,26 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& o) {
   return run;
 }
 
-void AddReceiptOptions(CLI::App* cmd, RunOptions& o) {
+void AddRequestOptions(CLI::App* cmd, RunOptions& o) {
+  auto* prompt = cmd->add_option("--prompt", o.prompt, "Prompt text (needs tokenizer.json)");
+  auto* ids = cmd->add_option("--ids", o.ids, "Prompt token ids, comma separated");
+  prompt->excludes(ids);
+  cmd->add_option("--gen", o.gen, "Tokens to generate")->default_val(16);
+  cmd->add_flag("--json", o.json, "Print one JSON object");
+  cmd->add_option("--window", o.window, "Sliding window W for every layer (0 = none)");
+  cmd->add_option("--evict", o.evictions, "FROM:COUNT@STEP: evict a span after step STEP's token");
+  cmd->add_option("--temperature", o.sampling.temperature,
+                  "0 = greedy (default); > 0 samples as docs/sampling.md defines");
+  cmd->add_option("--top-k", o.sampling.top_k, "Sample among the K likeliest (0 = all)");
+  cmd->add_option("--top-p", o.sampling.top_p, "Sample within cumulative probability P");
+  cmd->add_option("--seed", o.sampling.seed, "Sampling seed");
   cmd->add_option("--receipt", o.receipt_path, "Also write the run's receipt (JSON) to this file");
   cmd->add_option("--sign-key", o.sign_key, "Sign the receipt with this key file (lockstep keygen)");
   cmd->add_flag("--trace", o.trace,
                 "Record every step's per-layer hidden-state sha256 in the receipt (docs/receipts.md)");
+  AddSpeculativeFlag(cmd, &o.speculative);
+  cmd->add_flag("--ship-logits", o.ship_logits,
+                "Send every step's logits to the coordinator, which chooses the token (same digests)");
 }
 
 Result<std::vector<uint32_t>> ParseIdList(const std::string& text) {

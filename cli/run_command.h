@@ -38,8 +38,11 @@ struct RunOptions {
   bool speculative = false;  // --speculative: exact speculative decoding (same bits)
 };
 
-// Registers --receipt, --sign-key and --trace on a decoding subcommand.
-void AddReceiptOptions(CLI::App* cmd, RunOptions& o);
+// Registers what a decoding subcommand (run, coordinator) asks for, the
+// same way on each: the prompt (--prompt | --ids), --gen, --json, --window,
+// --evict, sampling (--temperature, --top-k, --top-p, --seed), the receipt
+// (--receipt, --sign-key, --trace), --speculative and --ship-logits.
+void AddRequestOptions(CLI::App* cmd, RunOptions& o);
 
 // Registers the subcommand; the caller runs RunRunCommand when it parsed.
 CLI::App* AddRunCommand(CLI::App& app, RunOptions& opts);

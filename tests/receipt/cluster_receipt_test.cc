@@ -102,5 +102,43 @@ TEST(ClusterReceipt, SpeculativeCoordinatorReceiptEqualsThePlainOne) {
   std::filesystem::remove_all(dir);
 }
 
+// `coordinator` takes the request options `run` takes, sampling included:
+// a seeded sampled run on the cluster (plain and speculative) writes the
+// monolithic `run`'s receipt but for where it ran, and verify accepts it.
+TEST(ClusterReceipt, SampledCoordinatorReceiptEqualsTheMonolithicRun) {
+  const std::string dir = MakeTempDir("cluster-sampled");
+  TestCluster cluster = ModelOnTwoWorkers(dir, "[[0,1],[1,4]]");
+  ASSERT_NE(cluster.procs, nullptr);
+  const std::vector<std::string> request = {"--ids", "4,8,15,16", "--gen", "20", "--temperature",
+                                            "0.9", "--top-k", "40", "--seed", "7"};
+  auto with = [&](std::vector<std::string> head, const std::string& path) {
+    head.insert(head.end(), request.begin(), request.end());
+    head.insert(head.end(), {"--receipt", path});
+    return head;
+  };
+  auto mono = RunCli(with({"run", "--model", dir + "/m", "--single-run"}, dir + "/mono.json"));
+  ASSERT_EQ(mono.exit_code, 0) << mono.out << mono.err;
+  json want = ReadJsonFile(dir + "/mono.json");
+  EXPECT_EQ(want["options"]["sampling"]["seed"], 7);
+  for (const char* key : {"timings", "plan", "workers"}) want.erase(key);
+  for (bool speculative : {false, true}) {
+    SCOPED_TRACE(speculative ? "speculative" : "plain");
+    const std::string path = dir + (speculative ? "/s.json" : "/p.json");
+    std::vector<std::string> args = with({"coordinator", "--config", cluster.config_path}, path);
+    if (speculative) args.push_back("--speculative");
+    auto run = RunCli(args);
+    ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+    json got = ReadJsonFile(path);
+    EXPECT_EQ(got["plan"], "0:1,1:4");
+    got["options"].erase("speculative");
+    for (const char* key : {"timings", "plan", "workers"}) got.erase(key);
+    EXPECT_EQ(got.dump(), want.dump());
+    auto verified = RunCli({"verify", path, "--model", dir + "/m"});
+    EXPECT_EQ(verified.exit_code, 0) << verified.out << verified.err;
+  }
+  cluster.procs->Reap(std::chrono::milliseconds(0));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace lockstep::testing
