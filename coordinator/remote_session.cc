@@ -259,13 +259,14 @@ Status RemoteSession::Evict(uint32_t from, uint32_t count) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<RemoteSession>> RemoteSession::Fork() {
+Result<std::unique_ptr<RemoteSession>> RemoteSession::Fork(uint32_t reserve_positions) {
   LOCKSTEP_RETURN_IF_ERROR(EndRelay());
   LOCKSTEP_RETURN_IF_ERROR(link_.health());
   const uint64_t child = link_.NewSessionId();
-  link_.Post(child, wire::MarshalMessage(wire::Fork{child, id()}), false);
+  link_.Post(child, wire::MarshalMessage(wire::Fork{child, id(), reserve_positions}), false);
   wire::SessionOpen open = open_;
   open.session_id = child;
+  open.reserve_positions = reserve_positions;  // what a rebuild reserves
   auto forked = std::make_unique<RemoteSession>(link_, open, sampling_, epoch_);
   forked->step_ = step_;
   forked->history_ = history_;

@@ -102,8 +102,10 @@ class RemoteSession final : public StepBackend {
   // next awaited step (the coordinator keeps a session's first error).
   Status FeedWithoutOutput(std::span<const uint32_t> tokens);
 
-  // A new session holding a copy of this one's cache (prefix reuse).
-  Result<std::unique_ptr<RemoteSession>> Fork();
+  // A new session holding a copy of this one's cache (prefix reuse); each
+  // stage reserves reserve_positions entries for it (a hint, as
+  // SessionOpen's), so its decode steps do not allocate.
+  Result<std::unique_ptr<RemoteSession>> Fork(uint32_t reserve_positions = 0);
   // The session's id on the workers (a rebuild gives it a fresh one).
   uint64_t id() const { return open_.session_id; }
 

@@ -28,13 +28,18 @@
 
 namespace lockstep::server {
 
-// How a held prefix is copied, cut to its first n positions, and measured.
+// How a held prefix is copied (with room for `reserve` positions, a hint),
+// cut to its first n positions, and measured.
 template <class Held>
 struct PrefixOps;
 
 template <>
 struct PrefixOps<KvCache> {
-  static std::optional<KvCache> Copy(const KvCache& c) { return c.Clone(); }
+  static std::optional<KvCache> Copy(const KvCache& c, uint32_t reserve) {
+    KvCache copy = c.Clone();
+    copy.Reserve(reserve);
+    return copy;
+  }
   static bool Cut(KvCache& c, size_t n) { return c.Evict(n, c.size() - n).ok(); }
   static size_t Length(const KvCache& c) { return c.size(); }
 };
@@ -42,8 +47,8 @@ struct PrefixOps<KvCache> {
 template <>
 struct PrefixOps<std::unique_ptr<RemoteSession>> {
   using Held = std::unique_ptr<RemoteSession>;
-  static std::optional<Held> Copy(const Held& s) {
-    Result<Held> f = s->Fork();
+  static std::optional<Held> Copy(const Held& s, uint32_t reserve) {
+    Result<Held> f = s->Fork(reserve);
     if (!f.ok()) return std::nullopt;
     return std::move(*f);
   }
@@ -63,10 +68,11 @@ class PrefixCache {
       : budget_(budget_bytes), per_position_(bytes_per_position), max_entries_(max_entries) {}
 
   // A copy of the longest cached prefix of `prompt` no longer than max_len,
-  // holding exactly that many positions; nullopt on a miss or when the
-  // longest shared prefix is shorter than min_len.
+  // holding exactly that many positions, with room reserved for `reserve`
+  // (the positions its request reaches: a hint); nullopt on a miss or when
+  // the longest shared prefix is shorter than min_len.
   std::optional<Held> Lookup(const std::string& key, std::span<const uint32_t> prompt,
-                             size_t max_len, size_t min_len) {
+                             size_t max_len, size_t min_len, uint32_t reserve = 0) {
     auto best = entries_.end();
     size_t best_len = 0;
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
@@ -81,7 +87,7 @@ class PrefixCache {
     }
     if (best == entries_.end() || best_len < min_len || best_len == 0) return std::nullopt;
     entries_.splice(entries_.begin(), entries_, best);  // most recently used
-    std::optional<Held> copy = Ops::Copy(best->held);
+    std::optional<Held> copy = Ops::Copy(best->held, reserve);
     if (!copy) {  // the held prefix is unusable (gone from a worker): dropped
       bytes_ -= best->bytes;
       entries_.erase(best);
@@ -110,7 +116,7 @@ class PrefixCache {
       DropOldest();
     }
     if (max_entries_ > 0 && entries_.size() >= max_entries_) return;
-    std::optional<Held> copy = Ops::Copy(held);
+    std::optional<Held> copy = Ops::Copy(held, 0);
     if (!copy) return;
     entries_.push_front(
         Entry{key, std::vector<uint32_t>(prompt.begin(), prompt.end()), std::move(*copy), need});

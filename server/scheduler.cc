@@ -230,10 +230,14 @@ Status Scheduler::OpenLocal(Session& s) {
 Status Scheduler::OpenCluster(Session& s) {
   DecodeRequest& req = s.spec.request;
   req.sampling = ClusterSampling(req.sampling);  // the same tokens (ChooseToken)
+  // Every stage reserves the positions the request reaches, so its decode
+  // steps do not allocate (a fork of a cached prefix too).
+  const uint32_t reserve =
+      static_cast<uint32_t>(std::min<uint64_t>(req.prompt.size() + req.gen, UINT32_MAX));
   if (!s.twin && !s.retried) {
     std::optional<std::unique_ptr<RemoteSession>> hit =
         remote_prefix_.Lookup(PrefixKey(req, &req.sampling), req.prompt, req.prompt.size() - 1,
-                              options_.min_prefix_tokens);
+                              options_.min_prefix_tokens, reserve);
     metrics_.PrefixLookup(hit.has_value(), hit ? (*hit)->CacheLength() : 0);
     if (hit) {
       s.prefix_reused = (*hit)->CacheLength();
@@ -241,8 +245,6 @@ Status Scheduler::OpenCluster(Session& s) {
       return Status::Ok();
     }
   }
-  const uint32_t reserve =
-      static_cast<uint32_t>(std::min<uint64_t>(req.prompt.size() + req.gen, UINT32_MAX));
   LOCKSTEP_ASSIGN_OR_RETURN(s.remote, cluster_->OpenSession(req.window, req.sampling, false, reserve));
   return Status::Ok();
 }

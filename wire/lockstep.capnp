@@ -245,6 +245,9 @@ struct Fork {
   # cached prefix of `sourceSessionId`, with its sampling parameters.
   newSessionId @0 :UInt64;
   sourceSessionId @1 :UInt64;
+  reservePositions @2 :UInt32;  # Cache entries the copy is expected to
+                                # reach, as SessionOpen's: a hint, reserved
+                                # within each stage's limits; 0: none.
 }
 
 struct Release {

@@ -182,6 +182,7 @@ void Write(const Fork& m, s::Envelope::Builder e) {
   auto out = e.initFork();
   out.setNewSessionId(m.new_session_id);
   out.setSourceSessionId(m.source_session_id);
+  out.setReservePositions(m.reserve_positions);
 }
 
 void Write(const Release& m, s::Envelope::Builder e) {
@@ -394,7 +395,7 @@ Result<Message> ReadEnvelope(s::Envelope::Reader e) {
     }
     case W::FORK: {
       auto in = e.getFork();
-      return Message(Fork{in.getNewSessionId(), in.getSourceSessionId()});
+      return Message(Fork{in.getNewSessionId(), in.getSourceSessionId(), in.getReservePositions()});
     }
     case W::RELEASE: return Message(Release{e.getRelease().getSessionId()});
     case W::HEARTBEAT: {

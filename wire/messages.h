@@ -147,6 +147,7 @@ struct Evict {
 struct Fork {
   uint64_t new_session_id = 0;
   uint64_t source_session_id = 0;
+  uint32_t reserve_positions = 0;  // cache entries to reserve for the copy (a hint)
 };
 
 struct Release {

@@ -105,7 +105,7 @@ TEST_F(InsecurePeers, AStrangerCannotTouchTheHoldersSessionsNorFailItsRun) {
       step.token_ids = {1};
       Refused(stranger, wire::MarshalMessage(step), "a step");
       Refused(stranger, wire::MarshalMessage(wire::Evict{id, 0, 1}), "an Evict");
-      Refused(stranger, wire::MarshalMessage(wire::Fork{100 + id, id}), "a Fork");
+      Refused(stranger, wire::MarshalMessage(wire::Fork{100 + id, id, 0}), "a Fork");
       Refused(stranger, wire::MarshalMessage(wire::Release{id}), "a Release");
     }
     const wire::HiddenFrame frame{victim, 5, 5, 1, hidden, 2, std::vector<float>(hidden, 0.25f),

@@ -58,7 +58,7 @@ std::vector<Bytes> SeedCorpus() {
   seeds.push_back(
       MarshalMessage(TokenInput{TokenInput::Phase::kPrefill, 1, 0, 0, {1, 2, 3}, std::nullopt}));
   seeds.push_back(MarshalMessage(Evict{1, 2, 3}));
-  seeds.push_back(MarshalMessage(Fork{2, 1}));
+  seeds.push_back(MarshalMessage(Fork{2, 1, 0}));
   seeds.push_back(MarshalMessage(Release{1}));
   seeds.push_back(MarshalMessage(Heartbeat{1, "coordinator"}));
   seeds.push_back(MarshalMessage(ErrorReport{ErrorKind::kMismatch, "hash", true, 3}));

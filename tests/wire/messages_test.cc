@@ -82,9 +82,10 @@ TEST(MessagesTest, SmallMessagesRoundTrip) {
   EXPECT_EQ(ev.session_id, 77u);
   EXPECT_EQ(ev.from, 100u);
   EXPECT_EQ(ev.count, 28u);
-  Fork fk = RoundTrip(Fork{8, 7});
+  Fork fk = RoundTrip(Fork{8, 7, 4096});
   EXPECT_EQ(fk.new_session_id, 8u);
   EXPECT_EQ(fk.source_session_id, 7u);
+  EXPECT_EQ(fk.reserve_positions, 4096u);
   EXPECT_EQ(RoundTrip(Release{~uint64_t{0}}).session_id, ~uint64_t{0});
   Heartbeat hb = RoundTrip(Heartbeat{123456789012ull, "coordinator"});
   EXPECT_EQ(hb.sequence, 123456789012ull);
