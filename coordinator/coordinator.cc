@@ -155,7 +155,7 @@ milliseconds CoordinatorImpl::NextWake(Clock::time_point now) const {
     if (l.liveness.DeathTime() > now) next = std::min(next, l.liveness.DeathTime());
   }
   next = replies_.NextDeadline(next);
-  if (recovery_) next = std::min(next, recovery_->deadline);
+  if (auto deadline = recovery_.deadline()) next = std::min(next, *deadline);
   return std::max(milliseconds(0), std::chrono::ceil<milliseconds>(next - now));
 }
 
@@ -174,7 +174,7 @@ void CoordinatorImpl::IoMain() {
 }
 
 bool CoordinatorImpl::Outstanding() const {
-  return replies_.awaiting() || recovery_.has_value() || !deferred_.empty();
+  return replies_.awaiting() || recovery_.recovering() || !deferred_.empty();
 }
 
 CoordinatorImpl::ReplyResult CoordinatorImpl::Await(std::future<ReplyResult> reply, uint64_t session,
@@ -245,8 +245,8 @@ bool CoordinatorImpl::Turn(milliseconds wait, const std::future<ReplyResult>* aw
 
 Status CoordinatorImpl::Admissible(uint64_t session) {
   Status st = health();
-  if (st.ok() && recovery_) {
-    st = DisconnectedError(Describe(recovery_->stage) + " is being rebuilt on a spare");
+  if (st.ok() && recovery_.recovering()) {
+    st = DisconnectedError(Describe(recovery_.rebuilding()) + " is being rebuilt on a spare");
   }
   if (!st.ok()) return st;
   return replies_.TakeSticky(session);
@@ -266,14 +266,14 @@ void CoordinatorImpl::OnCommand(Command& c) {
       return OnExpect(c);
     case Command::Kind::kPost:
       if (c.release) replies_.Release(c.session);
-      if (recovery_) {
+      if (recovery_.recovering()) {
         deferred_.push_back(std::move(c.frame));  // sent once the pipeline is whole
       } else if (health().ok()) {
         (void)SendTo(0, c.frame);
       }
       return;
     case Command::Kind::kShutdownWorkers:
-      shutting_down_ = true;  // workers that exit now are not rebuilt on spares
+      recovery_.OnWorkersShutDown();  // workers that exit now are not rebuilt on spares
       for (size_t k = 0; k < links_.size(); ++k) (void)SendTo(k, c.frame);
       return;
     case Command::Kind::kStop:
@@ -321,7 +321,7 @@ void CoordinatorImpl::OnMessage(size_t k, const wire::Incoming& in) {
     reports_[k] = StageReport{hb->compute_nanos, hb->bytes_to_next};
     return;
   }
-  if (recovery_ && OnRecoveryMessage(k, *parsed)) return;
+  if (OnRecoveryMessage(k, *parsed)) return;
   if (auto* logits = std::get_if<wire::Logits>(&*parsed)) {
     timeline::MarkAt(timeline::Event::kCoordinatorReceive, 0, logits->session_id, logits->step,
                      received);
@@ -341,7 +341,8 @@ void CoordinatorImpl::OnMessage(size_t k, const wire::Incoming& in) {
 
 void CoordinatorImpl::Tick(Clock::time_point now) {
   const wire::Frame heartbeat = wire::MarshalMessage(wire::Heartbeat{0, "coordinator"});
-  for (size_t k = 0; k < links_.size() && !dead_; ++k) {
+  const auto failed = [&] { return recovery_.state() == RecoveryMachine::State::kFailed; };
+  for (size_t k = 0; k < links_.size() && !failed(); ++k) {
     Link& l = links_[k];
     if (now - l.last_heartbeat >= config_.heartbeat) {
       l.last_heartbeat = now;
@@ -361,7 +362,7 @@ void CoordinatorImpl::Tick(Clock::time_point now) {
                                   (l.refused.ok() ? "" : "; " + l.refused.message())));
     }
   }
-  if (!dead_) CheckRecoveryDeadline(now);
+  if (!failed()) CheckRecovery(now);
   replies_.Expire(now, [&](uint64_t session, uint32_t step) {
     return TimeoutError("session " + std::to_string(session) + " step " + std::to_string(step) +
                         ": no answer from the pipeline " + plan_text() + " within " +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "coordinator/assign_reply.h"
 #include "coordinator/coordinator_impl.h"
 
 namespace lockstep {
@@ -11,19 +12,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-Status CompareDigest(const std::string& who, const char* what, const Digest& theirs,
-                     const Digest& ours) {
-  if (theirs == ours) return Status::Ok();
-  return MismatchError(who + " refused: its " + what + " is " + ToHex(theirs) +
-                       ", the coordinator's is " + ToHex(ours));
-}
-
 }  // namespace
 
 std::string CoordinatorImpl::Ms(milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
 
-CoordinatorImpl::CoordinatorImpl(zmq::context_t& context, ClusterConfig config)
-    : context_(context), config_(std::move(config)), baton_(kHandBack) {}
+CoordinatorImpl::CoordinatorImpl(zmq::context_t& context, ClusterConfig config, ModelInfo model,
+                                 RecoveryMachine recovery)
+    : context_(context),
+      config_(std::move(config)),
+      model_(std::move(model)),
+      seed_(model_.Seed()),
+      recovery_(std::move(recovery)),
+      baton_(kHandBack) {}
 
 CoordinatorImpl::~CoordinatorImpl() {
   if (io_.joinable()) {
@@ -37,21 +37,24 @@ CoordinatorImpl::~CoordinatorImpl() {
 Result<std::unique_ptr<CoordinatorImpl>> CoordinatorImpl::Start(zmq::context_t& context,
                                                                 const ClusterConfig& config,
                                                                 ModelInfo model) {
-  std::unique_ptr<CoordinatorImpl> c(new CoordinatorImpl(context, config));
-  if (!c->inbox_.ok()) return IoError("coordinator: eventfd failed");
-  c->seed_ = model.Seed();
-  c->model_ = std::move(model);
   // The plan is checked before any worker is contacted, let alone loads.
-  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<StageSpec> specs, ResolvePlan(config, c->model_));
+  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<StageSpec> specs, ResolvePlan(config, model));
+  std::vector<RecoveryMachine::Stage> roster;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    roster.push_back(RecoveryMachine::Stage{
+        specs[k], config.workers[k], k < config.worker_keys.size() ? config.worker_keys[k] : ""});
+  }
+  RecoveryMachine recovery(std::move(roster), config.spares, model.Seed(), config.request_timeout);
+  std::unique_ptr<CoordinatorImpl> c(
+      new CoordinatorImpl(context, config, std::move(model), std::move(recovery)));
+  if (!c->inbox_.ok()) return IoError("coordinator: eventfd failed");
   for (size_t k = 0; k < specs.size(); ++k) {
     LOCKSTEP_ASSIGN_OR_RETURN(std::vector<FileDigest> files, StageWeightFiles(c->model_, specs[k]));
     std::vector<wire::WeightFile>& sent = c->weight_files_.emplace_back();
     for (const FileDigest& f : files) sent.push_back({f.file, f.sha256});
     c->workers_.push_back(WorkerInfo{k, config.workers[k], specs[k], {}, 0,
-                                     k < config.worker_keys.size() ? config.worker_keys[k] : ""});
+                                     c->recovery_.key(k)});
     c->stages_.push_back(StageState{config.workers[k], specs[k].lo, specs[k].hi, {}, {}});
-    c->endpoints_.push_back(config.workers[k]);
-    c->keys_.push_back(k < config.worker_keys.size() ? config.worker_keys[k] : "");
   }
   LOCKSTEP_RETURN_IF_ERROR(c->Connect());
   LOCKSTEP_RETURN_IF_ERROR(c->Handshake(specs));
@@ -72,11 +75,7 @@ milliseconds CoordinatorImpl::wait_bound() const {
   return config_.request_timeout + config_.heartbeat * config_.liveness + milliseconds(1000);
 }
 
-std::string CoordinatorImpl::Describe(size_t k) const {
-  WorkerInfo w = workers_[k];
-  w.endpoint = endpoints_[k];
-  return w.Describe();
-}
+std::string CoordinatorImpl::Describe(size_t k) const { return recovery_.Describe(k); }
 
 Status CoordinatorImpl::health() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -121,7 +120,7 @@ Result<CoordinatorImpl::Link> CoordinatorImpl::MakeLink(const std::string& endpo
 Status CoordinatorImpl::Connect() {
   identity_ = wire::UnguessableIdentity("coordinator");
   for (size_t k = 0; k < workers_.size(); ++k) {
-    Result<Link> link = MakeLink(endpoints_[k], keys_[k]);
+    Result<Link> link = MakeLink(recovery_.endpoint(k), recovery_.key(k));
     if (!link.ok()) return link.status().WithContext(Describe(k));
     links_.push_back(std::move(link).value());
   }
@@ -140,16 +139,16 @@ wire::Assign CoordinatorImpl::MakeAssign(size_t k) const {
   a.layer_hi = static_cast<uint32_t>(spec.hi);
   a.is_first = spec.first;
   a.is_last = spec.last;
-  a.next_hop = k + 1 < n ? endpoints_[k + 1] : "";
+  a.next_hop = k + 1 < n ? recovery_.endpoint(k + 1) : "";
   a.worker_index = static_cast<uint32_t>(k);
-  if (k + 1 < n) a.next_hop_key = keys_[k + 1];
-  if (k > 0) a.upstream_key = keys_[k - 1];
+  if (k + 1 < n) a.next_hop_key = recovery_.key(k + 1);
+  if (k > 0) a.upstream_key = recovery_.key(k - 1);
   // The ring a relayed step takes back from the last stage to the first.
   if (n >= 2 && k + 1 == n) {
-    a.ring_hop = endpoints_[0];
-    a.ring_hop_key = keys_[0];
+    a.ring_hop = recovery_.endpoint(0);
+    a.ring_hop_key = recovery_.key(0);
   }
-  if (n >= 2 && k == 0) a.ring_upstream_key = keys_[n - 1];
+  if (n >= 2 && k == 0) a.ring_upstream_key = recovery_.key(n - 1);
   a.weight_files = weight_files_[k];
   return a;
 }
@@ -225,51 +224,21 @@ Status CoordinatorImpl::Handshake(const std::vector<StageSpec>& specs) {
         }
       }
       bool done = false;
-      LOCKSTEP_RETURN_IF_ERROR(OnHandshakeMessage(k, *m, &done, &workers_[k]));
+      LOCKSTEP_RETURN_IF_ERROR(OnHandshakeMessage(k, *m, &done));
       if (done) acked[k] = true;
     }
   }
   return Status::Ok();
 }
 
-Status CoordinatorImpl::OnHandshakeMessage(size_t k, const wire::Message& m, bool* acked,
-                                       WorkerInfo* record) {
-  const StageSpec& spec = workers_[k].spec;
-  if (auto* hello = std::get_if<wire::Hello>(&m)) {
-    LOCKSTEP_RETURN_IF_ERROR(CheckHello(k, *hello));
-    links_[k].hello_seen = true;
-    if (record != nullptr) record->hello = *hello;
-  } else if (auto* err = std::get_if<wire::ErrorReport>(&m)) {
-    return Status(err->kind, Describe(k) + " refused the assignment: " + err->message);
-  } else if (auto* ack = std::get_if<wire::AssignAck>(&m)) {
-    if (!links_[k].hello_seen) {
-      return InvalidError(Describe(k) + " acknowledged without a Hello");
-    }
-    if (ack->worker_index != k || ack->layer_lo != static_cast<uint32_t>(spec.lo) ||
-        ack->layer_hi != static_cast<uint32_t>(spec.hi)) {
-      return InvalidError(Describe(k) + " acknowledged a different assignment");
-    }
-    if (record != nullptr) record->resident_bytes = ack->resident_bytes;
-    *acked = true;
+Status CoordinatorImpl::OnHandshakeMessage(size_t k, const wire::Message& m, bool* acked) {
+  LOCKSTEP_RETURN_IF_ERROR(CheckAssignReply(Describe(k), k, workers_[k].spec, seed_, m,
+                                            &links_[k].hello_seen, acked));
+  if (const auto* hello = std::get_if<wire::Hello>(&m)) workers_[k].hello = *hello;
+  if (const auto* ack = std::get_if<wire::AssignAck>(&m); ack != nullptr && *acked) {
+    workers_[k].resident_bytes = ack->resident_bytes;
   }
   return Status::Ok();
-}
-
-Status CoordinatorImpl::CheckHello(size_t k, const wire::Hello& h) const {
-  const std::string who = Describe(k);
-  if (h.protocol_version != wire::kProtocolVersion) {
-    return MismatchError(who + " refused: protocol version " +
-                         std::to_string(h.protocol_version) + ", the coordinator speaks " +
-                         std::to_string(wire::kProtocolVersion));
-  }
-  LOCKSTEP_RETURN_IF_ERROR(
-      CompareDigest(who, "weights_sha256", h.weights_sha256, seed_.weights_sha256));
-  LOCKSTEP_RETURN_IF_ERROR(CompareDigest(who, "config_sha256", h.config_sha256, seed_.config_sha256));
-  LOCKSTEP_RETURN_IF_ERROR(
-      CompareDigest(who, "tokenizer_sha256", h.tokenizer_sha256, seed_.tokenizer_sha256));
-  LOCKSTEP_RETURN_IF_ERROR(CompareDigest(who, "table_digest", h.table_digest, seed_.table_digest));
-  return CompareDigest(who, "inv_freq_table_digest", h.inv_freq_table_digest,
-                       seed_.inv_freq_table_digest);
 }
 
 }  // namespace lockstep

@@ -2,8 +2,8 @@
 // handshake, the I/O loop over one DEALER per worker (heartbeats,
 // liveness, commands from session threads), the book of replies owed
 // (ReplyTable), who runs the loop (LoopBaton) and recovery on spares
-// (coordinator_recovery.cc). Only coordinator/ includes this header: it is
-// where ZeroMQ is.
+// (RecoveryMachine, whose actions coordinator_recovery.cc carries out).
+// Only coordinator/ includes this header: it is where ZeroMQ is.
 //
 // Threads as coordinator.h says: the loop's state (links_, replies_,
 // recovery_, ...) belongs to whoever holds baton_; mu_ guards what any
@@ -17,7 +17,6 @@
 #include <future>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -31,6 +30,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/link_monitor.h"
 #include "coordinator/loop_baton.h"
+#include "coordinator/recovery_machine.h"
 #include "coordinator/reply_table.h"
 #include "engine/model_loader.h"
 #include "engine/witness.h"
@@ -95,30 +95,20 @@ class CoordinatorImpl {
     wire::Client client;
     wire::PeerLiveness liveness;
     std::chrono::steady_clock::time_point last_heartbeat;
-    bool hello_seen = false;  // its worker sent the Hello of an Assign
+    bool hello_seen = false;  // its worker sent the Hello of its Assign (the handshake)
     LinkMonitor monitor;      // its failed CURVE handshakes
     Status refused;           // the last one (named when the worker seems dead)
   };
-  // A dead stage being rebuilt (I/O loop). kLoading: the spare loads the
-  // stage; kRewiring: the neighbours take the spare as next hop/upstream.
-  struct Recovery {
-    enum class Phase { kLoading, kRewiring };
-    size_t stage = 0;
-    Status cause;  // the death, naming the dead worker
-    Phase phase = Phase::kLoading;
-    std::vector<size_t> awaiting;  // stages whose AssignAck is due
-    std::chrono::steady_clock::time_point deadline;
-  };
-
-  CoordinatorImpl(zmq::context_t& context, ClusterConfig config);
+  CoordinatorImpl(zmq::context_t& context, ClusterConfig config, ModelInfo model,
+                  RecoveryMachine recovery);
   // ---- handshake (coordinator_handshake.cc; the caller's thread) ----
   Status Connect();
   Result<Link> MakeLink(const std::string& endpoint, const std::string& key) const;
   wire::Assign MakeAssign(size_t k) const;
   Status Handshake(const std::vector<StageSpec>& specs);
-  // record: the WorkerInfo to fill in (the handshake at Start), or null.
-  Status OnHandshakeMessage(size_t k, const wire::Message& m, bool* acked, WorkerInfo* record);
-  Status CheckHello(size_t k, const wire::Hello& hello) const;
+  // One message from stage k's worker (assign_reply.h), its Hello and
+  // resident bytes recorded in workers_[k].
+  Status OnHandshakeMessage(size_t k, const wire::Message& m, bool* acked);
   // ---- the I/O loop (coordinator.cc) ----
   void IoMain();
   // One turn of the loop: waits up to `wait` for the sockets and the inbox,
@@ -141,16 +131,18 @@ class CoordinatorImpl {
   Status SendTo(size_t k, std::span<const uint8_t> frame);
   std::string Describe(size_t k) const;
   static std::string Ms(std::chrono::milliseconds ms);  // "250 ms"
-  // ---- recovery (coordinator_recovery.cc) ----
+  // ---- recovery (coordinator_recovery.cc): events to recovery_, and
+  // its actions carried out ----
   void OnDead(size_t k, const Status& dead);
-  void TrySpare();
   bool OnRecoveryMessage(size_t k, const wire::Message& m);
-  void RecoveryFailed(const Status& st);
-  void AdvanceRecovery();
-  void CheckRecoveryDeadline(std::chrono::steady_clock::time_point now);
-  void Break(const Status& st);
-  // Publishes stage k's current worker (endpoints_[k]) and status to stages().
-  void SetStage(size_t k, const Status& st);
+  // Links refused while their Assign reply is awaited, then the deadline.
+  void CheckRecovery(std::chrono::steady_clock::time_point now);
+  // In order; a send that fails is fed back (RecoveryMachine::OnAssign-
+  // NotSent) and its actions replace those left.
+  void Carry(std::vector<RecoveryAction> actions);
+  Status CarryOut(const RecoveryAction& a);
+  // Publishes stage k's worker and status to stages().
+  void SetStage(size_t k, const std::string& endpoint, const Status& st);
 
   zmq::context_t& context_;
   ClusterConfig config_;
@@ -159,15 +151,10 @@ class CoordinatorImpl {
   std::vector<std::vector<wire::WeightFile>> weight_files_;  // [worker] sent in its Assign
   std::vector<WorkerInfo> workers_;
   std::vector<Link> links_;            // I/O loop (handshake: the caller)
-  std::vector<std::string> endpoints_;  // I/O loop: each stage's current worker
-  std::vector<std::string> keys_;       // I/O loop: their pinned keys ("" if none)
   std::string identity_;                // this coordinator's DEALER identity
-  size_t next_spare_ = 0;               // I/O loop: config_.spares used so far
-  std::optional<Recovery> recovery_;    // I/O loop
+  RecoveryMachine recovery_;            // I/O loop: who serves each stage, recovery
   std::vector<wire::Frame> deferred_;   // I/O loop: posts held during a recovery
-  bool shutting_down_ = false;          // I/O loop: ShutdownWorkers was sent
   ReplyTable replies_;                  // I/O loop
-  bool dead_ = false;                   // I/O loop: a worker died (see broken_)
   bool stopped_ = false;                // I/O loop: a kStop was taken
   std::vector<zmq_pollitem_t> items_;   // I/O loop: one turn's poll items
   Mailbox<Command> inbox_;

@@ -1,6 +1,6 @@
-// CoordinatorImpl recovery (declared in coordinator_impl.h): a dead stage rebuilt on
-// a spare worker. All of it runs on the I/O thread.
-#include <algorithm>
+// CoordinatorImpl recovery (declared in coordinator_impl.h): the I/O loop
+// feeds recovery_ (RecoveryMachine) its events and carries out the
+// actions it returns. All of it runs on the I/O thread.
 #include <iostream>
 #include <utility>
 
@@ -31,164 +31,110 @@ uint64_t CoordinatorImpl::recoveries() const {
   return recoveries_;
 }
 
-void CoordinatorImpl::SetStage(size_t k, const Status& st) {
+void CoordinatorImpl::SetStage(size_t k, const std::string& endpoint, const Status& st) {
   std::lock_guard<std::mutex> lock(mu_);
   StageState& s = stages_[k];
-  if (s.endpoint != endpoints_[k]) s.replaced.push_back(std::exchange(s.endpoint, endpoints_[k]));
+  if (s.endpoint != endpoint) s.replaced.push_back(std::exchange(s.endpoint, endpoint));
   s.status = st;
 }
 
-void CoordinatorImpl::Break(const Status& st) {
-  if (recovery_) SetStage(recovery_->stage, st);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    broken_ = st;
-    recovering_ = false;
-  }
-  recovered_.notify_all();
-  dead_ = true;
-  recovery_.reset();
-  deferred_.clear();
-  replies_.FailAll(st);
-}
+// ---- events -----------------------------------------------------------------------
 
 void CoordinatorImpl::OnDead(size_t k, const Status& dead) {
-  SetStage(k, dead);
-  if (recovery_) {
-    // The spare itself died while loading: the next one. A neighbour that
-    // dies while being re-wired cannot be waited for. Any other stage is
-    // handled once this recovery is done (its link stays dead).
-    if (k == recovery_->stage && recovery_->phase == Recovery::Phase::kLoading) {
-      return RecoveryFailed(dead);
-    }
-    if (std::count(recovery_->awaiting.begin(), recovery_->awaiting.end(), k)) {
-      return Break(dead.WithContext("while rebuilding " + Describe(recovery_->stage)));
-    }
-    return;
-  }
-  if (config_.spares.empty() || shutting_down_) return Break(dead);
-  if (next_spare_ >= config_.spares.size()) {
-    return Break(Status(dead.kind(), dead.message() + "; no spare left to rebuild its stage on"));
-  }
-  // The epoch moves before anything fails, so a session that sees its step
-  // fail also sees that it must rebuild.
-  epoch_.fetch_add(1);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    recovering_ = true;
-  }
-  Log(dead.message() + "; rebuilding its stage on a spare");
-  recovery_ = Recovery{k, dead, Recovery::Phase::kLoading, {}, Clock::now()};
-  replies_.FailAll(Status(dead.kind(), dead.message() + "; rebuilding its stage on a spare"));
-  TrySpare();
-}
-
-void CoordinatorImpl::TrySpare() {
-  const size_t k = recovery_->stage;
-  while (next_spare_ < config_.spares.size()) {
-    const SpareWorker& spare = config_.spares[next_spare_++];
-    // A spare naming a live stage's address is that worker, not a spare.
-    bool live = false;
-    for (size_t j = 0; j < endpoints_.size(); ++j) live |= j != k && endpoints_[j] == spare.endpoint;
-    if (live) continue;
-    Result<Link> link = MakeLink(spare.endpoint, spare.key);
-    if (!link.ok()) {
-      Log("spare " + spare.endpoint + ": " + link.status().ToString());
-      continue;
-    }
-    // The dead worker's link goes at once (no linger): a worker restarted
-    // on that address must meet only the new link under our identity.
-    links_[k].client.socket().set(zmq::sockopt::linger, 0);
-    links_[k].monitor.Stop();
-    links_[k] = std::move(link).value();
-    endpoints_[k] = spare.endpoint;
-    keys_[k] = spare.key;
-    recovery_->phase = Recovery::Phase::kLoading;
-    recovery_->awaiting = {k};
-    recovery_->deadline = Clock::now() + config_.request_timeout;
-    SetStage(k, Status(recovery_->cause.kind(), "being rebuilt on the spare " + spare.endpoint +
-                                                    ": " + recovery_->cause.message()));
-    Log("assigning layers [" + std::to_string(workers_[k].spec.lo) + "," +
-        std::to_string(workers_[k].spec.hi) + ") to the spare " + spare.endpoint);
-    if (SendTo(k, wire::MarshalMessage(MakeAssign(k))).ok()) return;
-  }
-  Break(Status(recovery_->cause.kind(),
-               recovery_->cause.message() + "; no spare left to rebuild its stage on"));
+  std::vector<RecoveryAction> actions;
+  recovery_.OnDead(k, dead, Clock::now(), &actions);
+  Carry(std::move(actions));
 }
 
 bool CoordinatorImpl::OnRecoveryMessage(size_t k, const wire::Message& m) {
-  if (!std::count(recovery_->awaiting.begin(), recovery_->awaiting.end(), k)) return false;
-  const auto* err = std::get_if<wire::ErrorReport>(&m);
-  const bool handshake = std::holds_alternative<wire::Hello>(m) ||
-                         std::holds_alternative<wire::AssignAck>(m) ||
-                         (err != nullptr && !err->has_session);
-  if (!handshake) return false;
-  bool acked = false;
-  const Status st = OnHandshakeMessage(k, m, &acked, nullptr);
-  if (!st.ok()) {
-    RecoveryFailed(st);
-    return true;
-  }
-  if (acked) {
-    auto& w = recovery_->awaiting;
-    w.erase(std::remove(w.begin(), w.end(), k), w.end());
-    if (w.empty()) AdvanceRecovery();
-  }
-  return true;
+  std::vector<RecoveryAction> actions;
+  const bool taken = recovery_.OnMessage(k, m, Clock::now(), &actions);
+  Carry(std::move(actions));
+  return taken;
 }
 
-void CoordinatorImpl::RecoveryFailed(const Status& st) {
-  if (recovery_->phase == Recovery::Phase::kLoading) {
-    Log(st.ToString() + "; trying the next spare");
-    return TrySpare();
+void CoordinatorImpl::CheckRecovery(Clock::time_point now) {
+  std::vector<RecoveryAction> actions;
+  for (size_t k = 0; k < links_.size() && recovery_.recovering(); ++k) {
+    if (links_[k].refused.ok()) continue;
+    recovery_.OnLinkRefused(k, links_[k].refused.WithContext(Describe(k)), now, &actions);
+    Carry(std::exchange(actions, {}));
   }
-  Break(st.WithContext("while re-wiring around " + Describe(recovery_->stage)));
+  recovery_.OnTick(now, &actions);
+  Carry(std::move(actions));
 }
 
-void CoordinatorImpl::AdvanceRecovery() {
-  const size_t k = recovery_->stage;
-  if (recovery_->phase == Recovery::Phase::kLoading) {
-    // The neighbours keep their stage and sessions; only their links change
-    // (the worker applies an Assign of the same stage in place). The first
-    // and the last stage are neighbours too: relayed steps go from the
-    // last to the first.
-    recovery_->phase = Recovery::Phase::kRewiring;
-    recovery_->deadline = Clock::now() + config_.request_timeout;
-    const size_t n = workers_.size();
-    for (size_t j : {(k + n - 1) % n, (k + 1) % n}) {
-      if (j == k || std::count(recovery_->awaiting.begin(), recovery_->awaiting.end(), j)) {
-        continue;
-      }
-      recovery_->awaiting.push_back(j);
-      const Status sent = SendTo(j, wire::MarshalMessage(MakeAssign(j)));
-      if (!sent.ok()) return Break(sent.WithContext("while re-wiring around " + Describe(k)));
+// ---- actions ----------------------------------------------------------------------
+
+void CoordinatorImpl::Carry(std::vector<RecoveryAction> actions) {
+  size_t i = 0;
+  while (i < actions.size()) {
+    const Status sent = CarryOut(actions[i]);
+    if (sent.ok()) {
+      ++i;
+      continue;
     }
-    if (!recovery_->awaiting.empty()) return;
+    std::vector<RecoveryAction> instead;
+    recovery_.OnAssignNotSent(actions[i].stage, sent, Clock::now(), &instead);
+    actions = std::move(instead);
+    i = 0;
   }
-  Log("stage " + std::to_string(k) + " rebuilt: " + Describe(k) + " serves it");
-  SetStage(k, Status::Ok());
-  recovery_.reset();
-  replies_.ClearSticky();  // errors of sessions from before: each rebuilds under a new id
-  for (const wire::Frame& f : deferred_) (void)SendTo(0, f);
-  deferred_.clear();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    recovering_ = false;
-    ++recoveries_;
-  }
-  recovered_.notify_all();
 }
 
-void CoordinatorImpl::CheckRecoveryDeadline(Clock::time_point now) {
-  if (!recovery_) return;
-  for (size_t k : recovery_->awaiting) {
-    if (!links_[k].refused.ok()) return RecoveryFailed(links_[k].refused.WithContext(Describe(k)));
+Status CoordinatorImpl::CarryOut(const RecoveryAction& a) {
+  using Kind = RecoveryAction::Kind;
+  switch (a.kind) {
+    case Kind::kMarkStage:
+      SetStage(a.stage, a.endpoint, a.status);
+      return Status::Ok();
+    case Kind::kBeginRecovery:
+      // The epoch moves before anything fails, so a session that sees its
+      // step fail also sees that it must rebuild.
+      epoch_.fetch_add(1);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        recovering_ = true;
+      }
+      replies_.FailAll(a.status);
+      return Status::Ok();
+    case Kind::kAssignSpare: {
+      Result<Link> link = MakeLink(a.endpoint, a.key);
+      if (!link.ok()) return link.status().WithContext("the spare " + a.endpoint);
+      // The dead worker's link goes at once (no linger): a worker restarted
+      // on that address must meet only the new link under our identity.
+      links_[a.stage].client.socket().set(zmq::sockopt::linger, 0);
+      links_[a.stage].monitor.Stop();
+      links_[a.stage] = std::move(link).value();
+      return SendTo(a.stage, wire::MarshalMessage(MakeAssign(a.stage)));
+    }
+    case Kind::kRewire:
+      return SendTo(a.stage, wire::MarshalMessage(MakeAssign(a.stage)));
+    case Kind::kRecovered:
+      replies_.ClearSticky();  // errors of sessions from before: each rebuilds under a new id
+      for (const wire::Frame& f : deferred_) (void)SendTo(0, f);
+      deferred_.clear();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        recovering_ = false;
+        ++recoveries_;
+      }
+      recovered_.notify_all();
+      return Status::Ok();
+    case Kind::kFail:
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        broken_ = a.status;
+        recovering_ = false;
+      }
+      recovered_.notify_all();
+      deferred_.clear();
+      replies_.FailAll(a.status);
+      return Status::Ok();
+    case Kind::kLog:
+      Log(a.text);
+      return Status::Ok();
   }
-  if (now < recovery_->deadline) return;
-  RecoveryFailed(TimeoutError(Describe(recovery_->awaiting.empty() ? recovery_->stage
-                                                                   : recovery_->awaiting[0]) +
-                              " did not acknowledge its assignment within " +
-                              std::to_string(config_.request_timeout.count()) + " ms"));
+  return Status::Ok();
 }
 
 }  // namespace lockstep
