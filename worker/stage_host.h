@@ -2,7 +2,11 @@
 // KvCache per session for the layers [lo, hi) it serves. It turns each
 // incoming protocol message into the messages to send (Outgoing) and never
 // touches a socket, so the worker's I/O thread stays free for heartbeats
-// while a long prefill runs.
+// while a long prefill runs. It is a dispatcher over parts with their own
+// tests: loading an Assign (stage_assignment.h), the sessions and the
+// rules a step must pass before any work — positions, relays, KV budget
+// (session_table.h over step_rules.h), turning a computed step into
+// messages (step_emitter.h) and multi-row steps (row_step_host.h).
 //
 // Per-session order: the coordinator sends every message of a session to
 // the first stage; each stage applies it and forwards it to the next over
@@ -40,7 +44,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -58,23 +61,10 @@
 #include "wire/frame_pool.h"
 #include "wire/messages.h"
 #include "worker/row_step_host.h"
-#include "worker/step_rules.h"
+#include "worker/session_table.h"
+#include "worker/step_emitter.h"
 
 namespace lockstep {
-
-// One message a StageHost wants sent, or a link it wants opened.
-struct Outgoing {
-  // kFirstStage: a relayed step, from the last stage to the first (itself
-  // when it is both); kConnectRing: the first stage's endpoint for them.
-  enum class To { kCoordinator, kNextStage, kConnectNext, kFirstStage, kConnectRing };
-  To to = To::kCoordinator;
-  wire::Frame frame;       // kCoordinator, kNextStage, kFirstStage
-  std::string endpoint;    // kConnectNext/kConnectRing: the stage's endpoint
-  std::string label;       // kConnectNext/kConnectRing: "stage K", for messages
-  bool has_session = false;
-  uint64_t session_id = 0;  // for reporting a failed send
-  uint32_t step = 0;        // a step's output: its step (timeline marks)
-};
 
 class StageHost {
  public:
@@ -96,9 +86,12 @@ class StageHost {
   // True for one decode step: a single-token TokenInput on the first stage
   // or a single-row HiddenFrame on a later one (what HandleDecodeBatch takes).
   bool IsDecodeStep(const wire::Message& message) const;
-  static uint64_t SessionOf(const wire::Message& message, bool* has);
-  // The step of a TokenInput or HiddenFrame; 0 for other messages.
-  static uint32_t StepOf(const wire::Message& message);
+  // The session a message is about, and the step of a TokenInput or
+  // HiddenFrame (session_table.h).
+  static uint64_t SessionOf(const wire::Message& message, bool* has) {
+    return SessionOfMessage(message, has);
+  }
+  static uint32_t StepOf(const wire::Message& message) { return StepOfMessage(message); }
 
   // Applies decode steps of DISTINCT sessions (IsDecodeStep each, at most
   // max_batch()) as one ForwardBatch/LogitsBatch pass; appends, per session
@@ -125,7 +118,7 @@ class StageHost {
   // Overloaded naming the limit, before any work. A step refused so on the
   // first stage leaves its session as it was (it may be retried); on a later
   // stage the earlier ones have already run it, so the session fails.
-  void set_kv_budget(uint64_t bytes) { kv_budget_ = bytes; }
+  void set_kv_budget(uint64_t bytes) { sessions_.set_kv_budget(bytes); }
   // The weight memory budget (Limits::weight_bytes_per_worker, 0: none):
   // an Assign whose stage's tensors take more bytes (as the checkpoint
   // stores them, stage_bytes.h) is refused as Invalid naming the limit and
@@ -135,15 +128,15 @@ class StageHost {
   // engine/kv_bytes.h); 0 before an Assign.
   uint64_t kv_entry_bytes() const;
   // Entries held by every session together.
-  uint64_t kv_entries() const;
+  uint64_t kv_entries() const { return sessions_.entries(); }
 
   // Per-step frames (hidden frames, step results) are marshalled into
   // frames taken from `pool`, which whoever sends them gives back, so that a
   // decode step allocates nothing. `pool` must outlive the host; null: none.
-  void set_frame_pool(wire::FramePool* pool) { frame_pool_ = pool; }
+  void set_frame_pool(wire::FramePool* pool) { emitter_.set_frame_pool(pool); }
 
   // Frees every session (their coordinator is gone); the stage stays loaded.
-  void DropSessions() { sessions_.clear(); }
+  void DropSessions() { sessions_.Clear(); }
 
   // "worker NAME stage K layers [lo,hi)" (or "worker NAME (unassigned)").
   std::string Who() const;
@@ -152,94 +145,33 @@ class StageHost {
   size_t session_count() const { return sessions_.size(); }
 
  private:
-  struct Session {
-    Session(KvCache c, SamplingParams p) : cache(std::move(c)), sampling(p) {}
-    KvCache cache;
-    SamplingParams sampling;  // how the last stage chooses this session's tokens
-    bool trace = false;       // report per-layer digests with every step
-    Status failed;  // sticky: every later request of the session reports it
-    step_rules::RelayState relay;  // first stage: the relayed steps still to come
-  };
-
-  // An Assign of the stage already loaded (same model, hashes, layers,
-  // first/last, index) only re-wires it: the next hop and keys change, the
-  // stage and its sessions stay (how a recovery re-wires the neighbours of
-  // a rebuilt stage); it is answered Hello and AssignAck like any Assign.
-  // Any other Assign loads afresh and drops every session.
+  // An Assign of the stage already loaded only re-wires it: the next hop
+  // and keys change, the stage and its sessions stay; it is answered Hello
+  // and AssignAck like any Assign (stage_assignment.h, SameStage). Any
+  // other Assign loads afresh and drops every session.
   void OnAssign(const wire::Assign& m, std::vector<Outgoing>* out);
-  bool SameStage(const wire::Assign& m) const;
-  Status CheckWeightBudget(const Checkpoint& weights, const ModelConfig& config,
-                           const StageSpec& spec) const;
   void Rewire(const wire::Assign& m, std::vector<Outgoing>* out);
-  // The links to open for an assignment: the next stage, and for the last
-  // stage the first (relayed steps).
-  void ConnectLinks(const wire::Assign& m, std::vector<Outgoing>* out);
   Status LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* out);
   Status OnOpen(const wire::SessionOpen& m);
-  // Reserves the session's expected cache length (SessionOpen's hint).
-  void ReserveHint(const wire::SessionOpen& m, KvCache& cache);
   Status OnTokens(const wire::TokenInput& m, std::vector<Outgoing>* out);
   Status OnHidden(const wire::HiddenFrame& m, std::vector<Outgoing>* out);
-  Status OnEvict(const wire::Evict& m);
-  Status OnFork(const wire::Fork& m);
-  void OnRelease(const wire::Release& m) { sessions_.erase(m.session_id); }
 
-  // A validated TokenInput/HiddenFrame whose rows are in hidden_.
-  struct Input {
-    Session* session = nullptr;
-    uint64_t session_id = 0;
-    uint32_t step = 0;
-    uint32_t first_pos = 0;
-    size_t n = 0;
-    const std::optional<wire::ChainHandoff>* handoff = nullptr;  // the message's
-    bool no_output = false;  // the last stage computes no logits and replies nothing
-    uint32_t relay = 0;      // relayed steps to follow this one
-    uint16_t step_rows = 0;  // a multi-row step's step rows (0: an ordinary step)
-  };
-  Status AcceptTokens(const wire::TokenInput& m, Input* in);
-  // The first stage's relay rules for a TokenInput of session `s` (see the
-  // file comment), checked before any work.
-  Status CheckRelay(const Session& s, const wire::TokenInput& m) const;
-  // A relayed step of a session that was released or failed meanwhile.
-  bool IsStaleRelay(const wire::Message& m) const;
-  // Refuses an Evict or Fork of a session that still relays (first stage).
-  Status CheckNotRelaying(uint64_t session_id, const char* what) const;
-  Status AcceptHidden(const wire::HiddenFrame& m, Input* in);
+  // Validate a TokenInput/HiddenFrame by the step rules (session_table.h)
+  // and put its rows in hidden_.
+  Status AcceptTokens(const wire::TokenInput& m, StepInput* in);
+  Status AcceptHidden(const wire::HiddenFrame& m, StepInput* in);
 
-  // The session, or an error if it is unknown or failed.
-  Result<Session*> Find(uint64_t session_id);
   // Runs the stage's layers over hidden_ and emits the hidden frame or logits.
-  Status ForwardAndEmit(const Input& in, std::vector<Outgoing>* out);
+  Status ForwardAndEmit(const StepInput& in, std::vector<Outgoing>* out);
   // ForwardAndEmit of a multi-row step: its hidden frame, or on the last
   // stage its StepResult of every step row.
-  Status ForwardRows(const Input& in, std::vector<Outgoing>* out);
-  static bool DistinctSessions(std::span<const wire::Message* const> messages);
-  bool AnyTraced(std::span<const wire::Message* const> messages) const;
+  Status ForwardRows(const StepInput& in, std::vector<Outgoing>* out);
+  // Whether HandleDecodeBatch may run `messages` as one pass.
+  bool CanBatch(std::span<const wire::Message* const> messages) const;
   void AcceptBatch(std::span<const wire::Message* const> messages, std::vector<Outgoing>* out);
-  // What a step sends on: its StepResult (with a handoff) or its logits to
-  // the coordinator (last stage), or its rows [n][hidden] to the next stage.
-  void EmitOutcome(const Input& in, std::span<const float> logits, std::vector<Outgoing>* out);
-  // EmitOutcome for every row of batch_inputs_ (logits [rows][vocab]), the
-  // rows' choices and digests chosen at once on the stage's pool.
-  void EmitOutcomes(std::span<const float> logits, std::vector<Outgoing>* out);
-  void SendStepResult(const Input& in, const StepOutcome& o, const WitnessChain& chain,
-                      std::vector<Outgoing>* out);
-  // The session's next step, relayed to the first stage (in.relay > 0).
-  void SendRelay(const Input& in, const StepOutcome& o, const WitnessChain& chain,
-                 std::vector<Outgoing>* out);
-  void EmitHidden(const Input& in, std::span<const float> rows, std::vector<Outgoing>* out);
-  // A pooled frame to marshal a step's output into (empty without a pool).
-  wire::Frame TakeFrame();
-  // The step's layer digests so far when its session is traced, else empty.
-  std::vector<Digest> TraceOf(const Input& in) const;
-  // first_position follows the cache, and the n positions fit the model.
-  Status CheckPosition(const Session& s, uint32_t first_position, size_t n) const;
-  // The model's position bound (base/limits.h; 0: none).
-  uint32_t max_positions() const;
-  // Ok when `entries` more (plus those reserved by the batch being
-  // gathered) fit the KV budget.
-  // `what` names the request, built only for the error.
-  Status CheckKvBudget(uint64_t entries, const std::function<std::string()>& what) const;
+  // The first stage's refusal of a coordinator's step for being Overloaded
+  // leaves the session usable: only reported, the session not failed.
+  void Refuse(const wire::Message& m, const Status& st, std::vector<Outgoing>* out);
   void Forward(const wire::Message& message, std::vector<Outgoing>* out) const;
   void Report(const Status& st, bool has_session, uint64_t session_id,
               std::vector<Outgoing>* out) const;
@@ -251,34 +183,21 @@ class StageHost {
   wire::Assign assign_;                  // current assignment
   wire::Hello hello_;                    // what it answered to it
   LoadedStage stage_;                    // empty until an Assign loaded
-  std::map<uint64_t, Session> sessions_;
+  SessionTable sessions_;
+  StepEmitter emitter_;
   std::vector<float> hidden_;            // [n][hidden] scratch residual stream
   ForwardScratch scratch_;               // grows to the largest step, then reused
   LayerTrace trace_;                     // the current step's digests, earlier stages' first
   RowStepHost row_steps_;                // multi-row steps
   size_t max_batch_ = 16;
-  std::vector<Input> batch_inputs_;      // [max_batch], HandleDecodeBatch
+  std::vector<StepInput> batch_inputs_;  // [max_batch], HandleDecodeBatch
   std::vector<Stage::BatchItem> batch_items_;  // [max_batch]
   std::vector<float> batch_hidden_;      // [max_batch][hidden], sized when assigned
   std::vector<float> batch_logits_;      // [max_batch][vocab], last stage only
-  SamplingScratch sampling_;             // last stage: ChooseToken's buffers
-  // Last stage, batched steps: one per row, for EmitOutcomes.
-  std::vector<SamplingScratch> row_sampling_;
-  std::vector<std::optional<WitnessChain>> row_chains_;
-  std::vector<StepOutcome> row_outcomes_;
-  std::vector<StepChoice> row_choices_;
-  wire::HiddenFrame out_hidden_;         // EmitHidden's frame, reused step to step
-  wire::TokenInput out_relay_;           // SendRelay's message, reused step to step
-  wire::FramePool* frame_pool_ = nullptr;
   uint64_t batched_steps_ = 0;
   uint64_t batched_rows_ = 0;
-  uint64_t kv_budget_ = UINT64_MAX;
   uint64_t weight_budget_ = 0;  // 0: none
-  uint64_t batch_entries_ = 0;  // rows accepted into the batch being gathered
   uint64_t compute_nanos_ = 0;
 };
-
-// The process's resident set size (VmRSS) in bytes; 0 if unreadable.
-uint64_t ResidentBytes();
 
 }  // namespace lockstep

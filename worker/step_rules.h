@@ -1,11 +1,12 @@
 // Step rules: whether a stage may run a step, as pure functions of the
-// session's state and the step, all checked before any work (StageHost
-// applies them; docs/runtime.md). A step's positions follow the session's
-// cache and fit the model; on the first stage a relayed step is exactly
-// the one its session expects, the coordinator may not step, evict or fork
-// a session while it relays, and a relay may not run past the model's
-// positions; the entries a step adds fit the worker's KV budget.
-// Every refusal names what is wrong. Stateless; thread-safe.
+// session's state and the step, all checked before any work (a stage's
+// SessionTable applies them, worker/session_table.h; docs/runtime.md). A
+// step's positions follow the session's cache and fit the model; on the
+// first stage a relayed step is exactly the one its session expects, the
+// coordinator may not step, evict or fork a session while it relays, and a
+// relay may not run past the model's positions; the entries a step adds
+// fit the worker's KV budget. Every refusal names what is wrong.
+// Stateless; thread-safe.
 #pragma once
 
 #include <cstddef>

@@ -7,7 +7,12 @@
 // to the compute thread, which runs them on the StageHost (model, KV
 // caches). Results travel back through a Mailbox; the I/O thread sends
 // them. Hidden frames go straight to the next stage, logits and error
-// reports to the coordinator that assigned the stage.
+// reports to the coordinator that assigned the stage. The Worker is the
+// poll loop and the threads over parts tested alone: who may send what
+// (peer_policy.h, admission.h), the queue to the compute thread and which
+// steps run inline (compute_queue.h), applying works with batching
+// (stage_runner.h), and the links to the next and first stage
+// (stage_links.h).
 //
 // Decode steps run inline: when every message handed to the compute thread
 // has been applied (nothing queued or running), the I/O thread runs the
@@ -67,8 +72,11 @@
 #include "wire/transport.h"
 #include "base/limits.h"
 #include "base/mailbox.h"
+#include "worker/compute_queue.h"
 #include "worker/peer_policy.h"
 #include "worker/stage_host.h"
+#include "worker/stage_links.h"
+#include "worker/stage_runner.h"
 
 namespace lockstep {
 
@@ -130,45 +138,21 @@ class Worker {
   uint64_t batched_rows() const { return batched_rows_.load(); }
 
  private:
-  struct Work {
-    enum class Kind { kMessage, kFail, kDropSessions, kStop };
-    Kind kind = Kind::kMessage;
-    wire::Message message;
-    uint64_t session_id = 0;  // kFail
-    Status failure;           // kFail
-  };
+  using Work = ComputeWork;
 
   Worker(zmq::context_t& context, WorkerOptions options, wire::Server server);
-  // The compute thread's state: its StageHost, what it has to send, the
-  // works taken off the inbox and the decode steps waiting to batch.
-  struct Compute {
-    StageHost& host;
-    std::vector<Outgoing> out;
-    std::vector<Work> works;
-    std::vector<const wire::Message*> batch;  // decode steps of distinct sessions
-    bool inline_io = false;  // the I/O thread's: results are sent at once
-  };
   std::unique_ptr<StageHost> MakeHost();
-  Compute MakeCompute(bool inline_io);
+  // Runs works on host_; inline_io: the I/O thread's, which sends results
+  // at once (Publish).
+  StageRunner MakeRunner(bool inline_io);
 
   void ComputeMain(std::promise<Status>* pinned);
-  // Timeline marks (base/step_timeline.h) for the steps just gathered.
-  void MarkComputeStart(const Compute& c) const;
-  // Applies one work (a decode step joins the batch); false on kStop.
-  bool Apply(Compute& c, Work& work);
-  void FlushBatch(Compute& c);
-  // Publishes the counters and hands the results to the I/O thread (or,
-  // inline, sends them).
-  void Publish(Compute& c);
-  // Takes `first` and whatever decode steps can batch with it off the inbox.
-  void Gather(Work first, const StageHost& host, std::vector<Work>* works);
+  // Publishes the host's counters and hands the results to the I/O thread
+  // (or, inline, sends them).
+  void Publish(std::vector<Outgoing>* out, bool inline_io);
   void ServeLoop();
-  // The decode steps held in inline_, run on the I/O thread.
-  void RunInline(Compute& io);
-  // True when `work` may join inline_: a decode step, nothing queued.
-  bool CanRunInline(const Work& work) const;
-  // Hands `work` to the compute thread, after any steps held in inline_.
-  void Enqueue(Work work);
+  // The decode steps the queue held to run inline, run on the I/O thread.
+  void RunInline(StageRunner& io, std::vector<Work>* works);
   // Sends what the compute thread finished.
   void DeliverComputed();
   void OnIncoming(const wire::Incoming& in);
@@ -178,13 +162,6 @@ class Worker {
   // A relayed step to the first stage: over the ring link, or (one stage
   // that is first and last) into this worker's own queue.
   Status SendRelayed(Outgoing& o);
-  // Ok when a link to the `what` ("next stage") at `endpoint` can be made:
-  // a valid endpoint, and a key to pin unless plaintext or inproc.
-  Status CheckLink(const std::string& endpoint, const std::string& key,
-                   const std::string& what) const;
-  // A DEALER to `endpoint` presenting this worker's key and pinning `key`.
-  Result<wire::Client> ConnectStage(const std::string& endpoint, const std::string& key,
-                                    const std::string& what) const;
   void ReportToCoordinator(const Status& st, std::optional<uint64_t> session);
   // Ok, or why `m` from a peer of `role` is refused (before any work).
   Status Admit(const wire::Incoming& in, PeerRole role, const wire::Message& m);
@@ -198,26 +175,15 @@ class Worker {
   void ReplyError(const std::string& peer, const Status& st, std::optional<uint64_t> session);
   void Log(const std::string& line) const;
 
-  zmq::context_t& context_;
   WorkerOptions options_;
   wire::Server server_;
   std::string endpoint_;
-  std::optional<wire::Client> next_;   // DEALER to the next stage, once assigned
-  std::optional<wire::Client> ring_;   // last stage: DEALER to the first, for relayed steps
-  std::string ring_endpoint_;          // connected at the first relayed step
-  std::string ring_key_;               // the first stage's pinned CURVE key (last Assign)
-  std::string next_label_;             // "stage K at ENDPOINT"
-  std::string next_key_;               // the next stage's pinned CURVE key (last Assign)
-  std::string next_endpoint_;          // connected at the first frame for it
+  StageLinks links_;                   // I/O thread: to the next stage and the first
   PeerPolicy policy_;                  // I/O thread: who holds the worker, who may send what
   uint32_t stage_index_ = 0;           // this worker's stage (last Assign)
   std::set<uint64_t> open_sessions_;   // I/O thread: opened or forked and not released
   std::unique_ptr<StageHost> host_;    // made by Run; see "Decode steps run inline"
-  Mailbox<Work> inbox_;                // I/O -> compute
-  // Works pushed to inbox_ and not yet applied: 0 means the compute thread
-  // is idle and the I/O thread may use host_ (acquire/release).
-  std::atomic<size_t> queued_{0};
-  std::vector<Work> inline_;           // I/O thread: decode steps read this wake
+  ComputeQueue queue_;                 // I/O -> compute, and the inline steps
   Mailbox<Outgoing> outbox_;           // compute -> I/O
   wire::FramePool frames_;             // sent frames, back to the compute thread
   std::thread compute_;
@@ -226,9 +192,6 @@ class Worker {
   std::atomic<uint64_t> batched_steps_{0};
   std::atomic<uint64_t> batched_rows_{0};
   std::atomic<uint64_t> compute_nanos_{0};  // the StageHost's, as of the last Publish
-  // Wall time of the last decode pass on either thread; none yet: the most.
-  std::atomic<int64_t> last_pass_nanos_{INT64_MAX};
-  uint64_t bytes_to_next_ = 0;              // I/O thread only
 };
 
 }  // namespace lockstep
