@@ -81,15 +81,14 @@ Result<uint64_t> SessionTable::Open(const wire::SessionOpen& m, KvCache cache) {
   const SamplingParams sampling = FromWire(m.sampling);
   LOCKSTEP_RETURN_IF_ERROR(ValidateSamplingParams(sampling).WithContext("session sampling"));
   LOCKSTEP_RETURN_IF_ERROR(SetWindows(m.window, stage_.num_layers, cache));
-  const uint64_t reserved = ReserveHint(m, cache);
+  const uint64_t reserved = ReserveHint(m.reserve_positions, cache);
   sessions_.try_emplace(m.session_id, std::move(cache), sampling).first->second.trace = m.trace;
   return reserved;
 }
 
-uint64_t SessionTable::ReserveHint(const wire::SessionOpen& m, KvCache& cache) const {
+uint64_t SessionTable::ReserveHint(uint32_t positions, KvCache& cache) const {
   const uint64_t want =
-      stage_.max_positions > 0 ? std::min<uint64_t>(m.reserve_positions, stage_.max_positions)
-                         : m.reserve_positions;
+      stage_.max_positions > 0 ? std::min<uint64_t>(positions, stage_.max_positions) : positions;
   // A hint only: never past the model's positions or the KV budget.
   if (want == 0 || !CheckKvBudget(want, [] { return std::string(); }).ok()) return 0;
   cache.Reserve(want);
@@ -102,7 +101,7 @@ Status SessionTable::Evict(const wire::Evict& m) {
   return s->cache.Evict(m.from, m.count);
 }
 
-Status SessionTable::Fork(const wire::Fork& m) {
+Result<uint64_t> SessionTable::Fork(const wire::Fork& m) {
   if (sessions_.count(m.new_session_id)) {
     return InvalidError("fork: session " + std::to_string(m.new_session_id) + " already exists");
   }
@@ -112,9 +111,11 @@ Status SessionTable::Fork(const wire::Fork& m) {
     return "fork of session " + std::to_string(m.source_session_id) + " into " +
            std::to_string(m.new_session_id);
   }));
-  sessions_.try_emplace(m.new_session_id, src->cache.Clone(), src->sampling).first->second.trace =
+  KvCache copy = src->cache.Clone();
+  const uint64_t reserved = ReserveHint(m.reserve_positions, copy);
+  sessions_.try_emplace(m.new_session_id, std::move(copy), src->sampling).first->second.trace =
       src->trace;
-  return Status::Ok();
+  return reserved;
 }
 
 void SessionTable::Fail(uint64_t session_id, const Status& st) {

@@ -78,8 +78,9 @@ class SessionTable {
   Status Evict(const wire::Evict& m);
   // A copy of the source under the new id: refused if the new id exists,
   // the source is unknown, failed or relaying, or the copy's entries would
-  // pass the KV budget.
-  Status Fork(const wire::Fork& m);
+  // pass the KV budget. Returns how many positions it reserved for the
+  // copy's hint, as Open does.
+  Result<uint64_t> Fork(const wire::Fork& m);
   // An unknown id changes nothing.
   void Release(uint64_t session_id) { sessions_.erase(session_id); }
   void Clear() { sessions_.clear(); }
@@ -119,8 +120,9 @@ class SessionTable {
   // Ok when `entries` more fit the KV budget; `what` names the request
   // and is called only for a refusal.
   Status CheckKvBudget(uint64_t entries, const std::function<std::string()>& what) const;
-  // Reserves the hint's positions if they fit; returns how many.
-  uint64_t ReserveHint(const wire::SessionOpen& m, KvCache& cache) const;
+  // Reserves a hint's positions (SessionOpen's, Fork's) if they fit the
+  // model and the KV budget; returns how many.
+  uint64_t ReserveHint(uint32_t positions, KvCache& cache) const;
 
   std::map<uint64_t, StageSession> sessions_;
   Stage stage_;

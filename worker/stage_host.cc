@@ -80,7 +80,7 @@ void StageHost::Handle(const wire::Message& m, std::vector<Outgoing>* out) {
   } else {
     if (auto* p = std::get_if<wire::SessionOpen>(&m)) st = OnOpen(*p);
     if (auto* p = std::get_if<wire::Evict>(&m)) st = sessions_.Evict(*p);
-    if (auto* p = std::get_if<wire::Fork>(&m)) st = sessions_.Fork(*p);
+    if (auto* p = std::get_if<wire::Fork>(&m)) st = OnFork(*p);
     if (auto* p = std::get_if<wire::Release>(&m)) sessions_.Release(p->session_id);
     Forward(m, out);  // later stages stay in step even when this one failed
   }
@@ -180,6 +180,12 @@ uint64_t StageHost::kv_entry_bytes() const { return stage_ ? sessions_.entry_byt
 Status StageHost::OnOpen(const wire::SessionOpen& m) {
   LOCKSTEP_ASSIGN_OR_RETURN(const uint64_t reserved, sessions_.Open(m, stage_->NewCache()));
   // Attention over the reserved keys (the scratch grows only).
+  if (reserved > 0) stage_->ReserveScratch(scratch_, 1, reserved);
+  return Status::Ok();
+}
+
+Status StageHost::OnFork(const wire::Fork& m) {
+  LOCKSTEP_ASSIGN_OR_RETURN(const uint64_t reserved, sessions_.Fork(m));
   if (reserved > 0) stage_->ReserveScratch(scratch_, 1, reserved);
   return Status::Ok();
 }

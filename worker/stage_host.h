@@ -153,6 +153,7 @@ class StageHost {
   void Rewire(const wire::Assign& m, std::vector<Outgoing>* out);
   Status LoadAssignment(const wire::Assign& m, std::vector<Outgoing>* out);
   Status OnOpen(const wire::SessionOpen& m);
+  Status OnFork(const wire::Fork& m);
   Status OnTokens(const wire::TokenInput& m, std::vector<Outgoing>* out);
   Status OnHidden(const wire::HiddenFrame& m, std::vector<Outgoing>* out);
 

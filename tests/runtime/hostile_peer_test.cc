@@ -142,7 +142,7 @@ TEST_F(HostilePeers, AnotherCoordinatorCannotTouchTheHoldersSessions) {
     EXPECT_EQ(Refusal(second, wire::Release{id}).kind, ErrorKind::kInvalid);
   }
   EXPECT_EQ(Refusal(first, wire::Evict{1, 0, 1}).kind, ErrorKind::kInvalid);
-  EXPECT_EQ(Refusal(first, wire::Fork{77, 1}).kind, ErrorKind::kInvalid);
+  EXPECT_EQ(Refusal(first, wire::Fork{77, 1, 0}).kind, ErrorKind::kInvalid);
   wire::TokenInput steal;
   steal.session_id = 1;
   steal.step = 1;

@@ -123,7 +123,7 @@ TEST_F(RelayRules, EvictionsAndForksWaitForTheRelayToEnd) {
   ASSERT_TRUE(next.has_value());
   // The fork is refused (the new session is never made); the eviction
   // fails the session, whose cache other stages may have changed already.
-  EXPECT_NE(Refusal(wire::Fork{8, kSession}).find("fork of session 7 while 2 relayed"),
+  EXPECT_NE(Refusal(wire::Fork{8, kSession, 0}).find("fork of session 7 while 2 relayed"),
             std::string::npos);
   EXPECT_NE(Refusal(wire::Evict{kSession, 0, 1}).find("evict of session 7 while 2 relayed"),
             std::string::npos);

@@ -7,9 +7,12 @@
 // FramePool that the "sender" (this test, as the worker's I/O thread) gives
 // back. Parsing the frames on the receiving side stands for the I/O thread
 // and is not counted. The tokens and the chain equal a monolithic decode's,
-// so the steps counted are real ones.
+// so the steps counted are real ones. A session forked from a prefix with
+// a reserve hint (a served prompt reusing a cached one) allocates nothing
+// either.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -53,36 +56,63 @@ class WorkerStepAlloc : public TwoStages {
     EXPECT_EQ(chain.Finalize(), mono->cis2_ref);
   }
 
+  // kSteps steps of a session, each sent to the first stage by the
+  // coordinator with the chain (no relay), the first stage's hidden frame
+  // handed to the last; allocations counted from step 2 on (after a
+  // prefill and a first decode step). `before(step, input)` runs first at
+  // every step. The tokens and chain equal the monolithic decode's.
+  void DecodeUnrelayed(const std::function<void(uint32_t, wire::TokenInput&)>& before) {
+    WitnessChain chain(info_.Seed(), kPrompt);
+    wire::TokenInput in = PromptInput(kPrompt, 0);
+    std::vector<uint32_t> generated;
+    for (uint32_t step = 0; step < kSteps; ++step) {
+      before(step, in);
+      in.step = step;
+      in.handoff = wire::ChainHandoff{step, chain.Export()};
+      const bool counted = step >= 2;
+      const wire::Message tokens = in;  // as the I/O thread hands it over
+      Count(counted, [&] { first_.Handle(tokens, &out_); });
+      const wire::Message hidden = Take(&out_, Outgoing::To::kNextStage, &pool_);
+      Count(counted, [&] { last_.Handle(hidden, &out_); });
+      const wire::Message reply = Take(&out_, Outgoing::To::kCoordinator, &pool_);
+      const auto* r = std::get_if<wire::StepResult>(&reply);
+      ASSERT_NE(r, nullptr) << wire::MessageName(reply);
+      Result<WitnessChain> next = WitnessChain::Resume(r->chain_state);
+      ASSERT_TRUE(next.ok());
+      chain = std::move(*next);
+      generated.push_back(r->token);
+      in.phase = wire::TokenInput::Phase::kDecode;
+      in.first_position = static_cast<uint32_t>(kPrompt.size()) + step;
+      in.token_ids.assign(1, r->token);
+    }
+    ExpectMonolithic(generated, chain);
+  }
+
   size_t allocs_ = 0;
 };
 
 TEST_F(WorkerStepAlloc, PipelineDecodeStepsAllocateNothing) {
   Open(kSession, static_cast<uint32_t>(kPrompt.size()) + kSteps);
-  // Every step: tokens to the first stage, its hidden frame to the last.
-  WitnessChain chain(info_.Seed(), kPrompt);
-  wire::TokenInput in = PromptInput(kPrompt, 0);
-  std::vector<uint32_t> generated;
-  for (uint32_t step = 0; step < kSteps; ++step) {
-    in.step = step;
-    in.handoff = wire::ChainHandoff{step, chain.Export()};
-    const bool counted = step >= 2;  // after a prefill and a first decode step
-    const wire::Message tokens = in;  // as the I/O thread hands it over
-    Count(counted, [&] { first_.Handle(tokens, &out_); });
-    const wire::Message hidden = Take(&out_, Outgoing::To::kNextStage, &pool_);
-    Count(counted, [&] { last_.Handle(hidden, &out_); });
-    const wire::Message reply = Take(&out_, Outgoing::To::kCoordinator, &pool_);
-    const auto* r = std::get_if<wire::StepResult>(&reply);
-    ASSERT_NE(r, nullptr) << wire::MessageName(reply);
-    Result<WitnessChain> next = WitnessChain::Resume(r->chain_state);
-    ASSERT_TRUE(next.ok());
-    chain = std::move(*next);
-    generated.push_back(r->token);
-    in.phase = wire::TokenInput::Phase::kDecode;
-    in.first_position = static_cast<uint32_t>(kPrompt.size()) + step;
-    in.token_ids.assign(1, r->token);
-  }
+  DecodeUnrelayed([](uint32_t, wire::TokenInput&) {});
   EXPECT_EQ(allocs_, 0u) << "allocations in " << kSteps - 2 << " decode steps of two stages";
-  ExpectMonolithic(generated, chain);
+}
+
+// A session forked from a cached prefix (a served prompt that shares one)
+// decodes as one opened for its whole request: the Fork's reserve hint
+// gives the copy room for every position it reaches.
+TEST_F(WorkerStepAlloc, DecodeStepsOfAForkedSessionAllocateNothing) {
+  constexpr uint64_t kFork = kSession + 1;
+  Open(kSession, static_cast<uint32_t>(kPrompt.size()));  // the prefix alone
+  DecodeUnrelayed([&](uint32_t step, wire::TokenInput& in) {
+    if (step != 1) return;
+    const wire::Message fork =
+        wire::Fork{kFork, kSession, static_cast<uint32_t>(kPrompt.size()) + kSteps};
+    first_.Handle(fork, &out_);
+    last_.Handle(Take(&out_, Outgoing::To::kNextStage, &pool_), &out_);
+    ASSERT_TRUE(out_.empty());
+    in.session_id = kFork;
+  });
+  EXPECT_EQ(allocs_, 0u) << "allocations in " << kSteps - 2 << " decode steps of a fork";
 }
 
 // The coordinator sends the prompt once, asking for every later step to be

@@ -133,14 +133,19 @@ TEST_F(SessionTableTest, AFailureSticksWithItsFirstError) {
 TEST_F(SessionTableTest, AForkCopiesAKnownSessionIntoANewId) {
   OpenWith(3, 2);
   Get(3).trace = true;
-  EXPECT_EQ(table_.Fork(wire::Fork{4, 5}).message(), "unknown session 5");
-  EXPECT_EQ(table_.Fork(wire::Fork{3, 3}).message(), "fork: session 3 already exists");
-  ASSERT_TRUE(table_.Fork(wire::Fork{4, 3}).ok());
+  EXPECT_EQ(table_.Fork(wire::Fork{4, 5, 0}).status().message(), "unknown session 5");
+  EXPECT_EQ(table_.Fork(wire::Fork{3, 3, 0}).status().message(), "fork: session 3 already exists");
+  ASSERT_TRUE(table_.Fork(wire::Fork{4, 3, 0}).ok());
   EXPECT_TRUE(Get(4).cache.BitEqual(Get(3).cache));
   EXPECT_TRUE(Get(4).trace);
   EXPECT_EQ(table_.entries(), 4u);
+  // A fork's reserve hint, as SessionOpen's: within the model's 16 positions.
+  EXPECT_EQ(*table_.Fork(wire::Fork{6, 3, 10}), 10u);
+  EXPECT_EQ(*table_.Fork(wire::Fork{7, 3, 100}), 16u);
+  EXPECT_EQ(*table_.Fork(wire::Fork{8, 3, 0}), 0u);
+  EXPECT_TRUE(Get(7).cache.BitEqual(Get(3).cache)) << "room reserved, nothing else changed";
   table_.Fail(3, InvalidError("gone"));
-  EXPECT_EQ(table_.Fork(wire::Fork{6, 3}).message(), "session 3 failed earlier: gone");
+  EXPECT_EQ(table_.Fork(wire::Fork{9, 3, 0}).status().message(), "session 3 failed earlier: gone");
 }
 
 TEST_F(SessionTableTest, TheKvBudgetCountsHeldAndBatchedEntries) {
@@ -154,7 +159,7 @@ TEST_F(SessionTableTest, TheKvBudgetCountsHeldAndBatchedEntries) {
                                 "layers [0,1))"),
             std::string::npos)
       << step.message();
-  const Status fork = table_.Fork(wire::Fork{4, 3});
+  const Status fork = table_.Fork(wire::Fork{4, 3, 0}).status();
   EXPECT_EQ(fork.kind(), ErrorKind::kOverloaded);
   EXPECT_NE(fork.message().find("fork of session 3 into 4"), std::string::npos) << fork.message();
   EXPECT_EQ(table_.size(), 1u);
@@ -191,7 +196,7 @@ TEST_F(SessionTableTest, ARelayHoldsTheSessionUntilItsLastStep) {
             "session are still to come");
   EXPECT_EQ(table_.Evict(wire::Evict{3, 0, 1}).message(),
             "evict of session 3 while 2 relayed step(s) of it are still to come");
-  EXPECT_EQ(table_.Fork(wire::Fork{4, 3}).message(),
+  EXPECT_EQ(table_.Fork(wire::Fork{4, 3, 0}).status().message(),
             "fork of session 3 while 2 relayed step(s) of it are still to come");
   for (uint32_t step = 2, left = 1; step <= 3; ++step, --left) {
     wire::TokenInput relayed = Tokens(3, step, 3 + step, 1, true, left);
@@ -243,7 +248,7 @@ TEST_F(SessionTableTest, AHiddenFrameMustFitTheStage) {
 
 TEST(SessionOfMessage, NamesTheSessionAMessageIsAbout) {
   bool has = false;
-  EXPECT_EQ(SessionOfMessage(wire::Fork{4, 3}, &has), 4u) << "a fork: the new session";
+  EXPECT_EQ(SessionOfMessage(wire::Fork{4, 3, 0}, &has), 4u) << "a fork: the new session";
   EXPECT_TRUE(has);
   EXPECT_EQ(SessionOfMessage(wire::Evict{5, 0, 1}, &has), 5u);
   EXPECT_EQ(SessionOfMessage(wire::Heartbeat{}, &has), 0u);
