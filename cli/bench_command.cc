@@ -13,7 +13,7 @@ nlohmann::json ToJson(const BenchOptions& options, const runtime::BenchFigures& 
   const runtime::BenchOptions& o = options.bench;
   const double achieved = f.weight_bytes * f.decode_tok_s / 1e9;
   nlohmann::json j = {{"isa", f.isa}, {"threads", o.compute.threads},
-                      {"sessions", o.sessions}, {"weights", options.weights},
+                      {"sessions", o.sessions}, {"weights", f.weights},
                       {"decode_prompt_len", o.decode_prompt_len}, {"gen", o.gen},
                       {"prompt_len", o.prompt_len}, {"decode_tok_s", f.decode_tok_s},
                       {"prefill_tok_s", f.prefill_tok_s}, {"prefill_median_tok_s", f.prefill_median_tok_s},
@@ -54,7 +54,10 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchOptions& options) {
   b->add_option("--weight-cache", o.compute.weight_cache,
                 "Keep packed weights in this directory and read them back on later loads (verified "
                 "against the checkpoint every time)");
-  b->add_option("--weights", options.weights, "bf16 (resident) | f32 (widened at load)")->default_val("bf16")
+  b->add_option("--weights", options.weights,
+                "bf16: each weight resident at its checkpoint's type (BF16, F16, GGUF blocks) | "
+                "f32: widened at load (the JSON's \"weights\" names the types held)")
+      ->default_val("bf16")
       ->check(CLI::IsMember({"bf16", "f32"}));
   b->add_option("--prompt-len", o.prompt_len, "Prefill length measured")->default_val(128);
   b->add_option("--decode-prompt-len", o.decode_prompt_len, "Prompt before the decode run")->default_val(4);

@@ -3,8 +3,11 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <iostream>
+#include <set>
+#include <string>
 
 #include "engine/batch_stepper.h"
 #include "engine/decode_session.h"
@@ -12,6 +15,7 @@
 #include "engine/ops/dispatch.h"
 #include "engine/ops/huge_pages.h"
 #include "engine/ops/thread_pool.h"
+#include "engine/stage_tensors.h"
 #include "runtime/compare.h"
 #include "runtime/local_run.h"
 #include "runtime/timed_backend.h"
@@ -180,6 +184,21 @@ Status MeasureDecode(const Stage& st, const WitnessSeed& seed, const BenchOption
 
 }  // namespace
 
+std::string HeldWeightTypes(const OpenModel& model, const StageSpec& spec, WeightFormat format) {
+  if (format != WeightFormat::kPackedBf16) return "f32";
+  std::set<std::string> names;
+  ForEachStageTensor(model.config, spec, [&](const std::string& name, std::vector<int64_t> shape, bool) {
+    const TensorRef t = model.weights->Find(name);
+    if (shape.size() != 2 || t.info == nullptr) return;
+    std::string n(DTypeName(t.info->dtype));
+    for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    names.insert(n);
+  });
+  std::string joined;
+  for (const std::string& n : names) joined += (joined.empty() ? "" : "+") + n;
+  return joined;
+}
+
 Result<std::vector<DecodeResult>> DecodeBatched(const Stage& stage, const WitnessSeed& seed,
                                                 const std::vector<DecodeRequest>& reqs,
                                                 size_t prefill_chunk) {
@@ -216,6 +235,7 @@ Result<BenchFigures> RunBench(const BenchOptions& o) {
   const StageSpec all{0, model.config.num_layers, true, true};
   LOCKSTEP_ASSIGN_OR_RETURN(LoadedStage stage, LoadStage(model, all, o.compute));
   f->isa = stage->kernels().name;
+  f->weights = HeldWeightTypes(model, all, o.compute.weights);
   f->weight_cache_note = stage.weight_cache_note;
   f->load_s = Since(t0);
   LOCKSTEP_RETURN_IF_ERROR(MeasureDecode(*stage, model.Seed(), o, t0, f));

@@ -31,7 +31,8 @@ struct BenchOptions {
 };
 
 struct BenchFigures {
-  std::string isa;  // the kernels that ran
+  std::string isa;      // the kernels that ran
+  std::string weights;  // the types the matrices were held in (HeldWeightTypes)
   double ttft_s = 0, load_s = 0, decode_tok_s = 0, prefill_tok_s = 0, prefill_median_tok_s = 0;
   double solo_tok_s = 0;  // the same sessions decoded one by one, interleaved
   double batched_tok_s = 0, stream_read_gb_s = 0, stream_triad_gb_s = 0;
@@ -55,6 +56,13 @@ struct BenchFigures {
 Result<std::vector<DecodeResult>> DecodeBatched(const Stage& stage, const WitnessSeed& seed,
                                                 const std::vector<DecodeRequest>& reqs,
                                                 size_t prefill_chunk = 64);
+
+// The types the matrices of `spec` (its 2-D tensors: linear layers,
+// embedding, LM head) are held in when loaded as `format`: "f32" when
+// widened at load, else the checkpoint's own types, each once, E2.3's /
+// safetensors' names in lower case, sorted and joined by '+' ("bf16" for a
+// BF16 folder, "q4_k+q6_k" for a Q4_K_M file of K-quant-wide rows).
+std::string HeldWeightTypes(const OpenModel& model, const StageSpec& spec, WeightFormat format);
 
 // Invalid for gen < 2 or a zero length/count, or options LoadStage refuses.
 Result<BenchFigures> RunBench(const BenchOptions& o);

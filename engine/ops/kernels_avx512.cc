@@ -145,12 +145,15 @@ struct Avx512 {
 // each broadcast feeding 4 vectors). A zmm broadcast takes an FP pipe slot
 // like a mul or an add (AMD Zen 4), so feeding 2 vectors per broadcast ran
 // at ~75 % of the no-FMA peak in cache and 4 per broadcast at ~86 %.
-// Quantized weights: decode 2 panels; more tokens a panel's 2 zmm x 6
-// tokens (the dequantized weights feed 6 products each).
+// Quantized weights: decode one panel (2 zmm chains: a Q8_0 weight costs 5
+// vector ops, so the FP pipes, not the add latency, bound it; one stream
+// per thread kept a Zen 5 core's DRAM reads 1.3-1.4x faster than two in
+// flight); more tokens a panel's 2 zmm x 6 tokens (the dequantized weights
+// feed 6 products each).
 void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
                   float* y, size_t ys) {
   if (QuantPanelOf(w.type()) != nullptr) {
-    return quant_impl::Matmul<Avx512, 2, 2, 6>(w, p0, p1, x, n_tok, y, ys);
+    return quant_impl::Matmul<Avx512, 1, 2, 6>(w, p0, p1, x, n_tok, y, ys);
   }
   panel_impl::MatmulPacked<Avx512, 2, 2, 8, 2, 6>(w, p0, p1, x, n_tok, y, ys);
 }
