@@ -66,12 +66,9 @@ inline void TileStep(typename I::V (&acc)[NP][RV][NT], const T* const* panels, s
 }
 
 // Rows [V0*L, (V0+RV)*L) of NP panels for NT tokens into
-// tmp[p][t][kPanelRows]. x: token t at x + t*xs. The tile prefetches its
-// own panels ahead or, given `fetch` (NP panels of the same type and
-// cols), those panels' k-rows in step with its own.
+// tmp[p][t][kPanelRows]. x: token t at x + t*xs.
 template <class I, class T, int NP, int RV, int NT, int V0>
-inline void Tile(const T* const* panels, size_t cols, const float* x, size_t xs, float* tmp,
-                 const T* const* fetch = nullptr) {
+inline void Tile(const T* const* panels, size_t cols, const float* x, size_t xs, float* tmp) {
   using V = typename I::V;
   constexpr size_t L = I::kLanes;
   V acc[NP][RV][NT];  // fully unrolled below, so it lives in registers
@@ -86,8 +83,7 @@ inline void Tile(const T* const* panels, size_t cols, const float* x, size_t xs,
 #pragma GCC unroll 16
       for (int p = 0; p < NP; ++p) {
         constexpr size_t kAhead = NT == 1 ? kPrefetchK : kPrefetchTileBytes / (kPanelRows * sizeof(T));
-        const char* ahead = fetch != nullptr ? reinterpret_cast<const char*>(fetch[p] + k * kPanelRows)
-                                             : reinterpret_cast<const char*>(panels[p] + (k + kAhead) * kPanelRows);
+        const char* ahead = reinterpret_cast<const char*>(panels[p] + (k + kAhead) * kPanelRows);
 #pragma GCC unroll 4
         for (size_t off = 0; off < kPanelRows * sizeof(T); off += 64) __builtin_prefetch(ahead + off, 0, 3);
       }
@@ -173,38 +169,23 @@ inline void WithTokenCount(size_t rem, F&& tile) {
 // NP * kPanelRows / L lanes' vectors, not one panel's. Where the
 // broadcasts share the FP pipes with the muls and adds, that is what keeps
 // a several-token matmul near the no-FMA peak.
-// fetch: as Tile's (null: the tile's own panels ahead).
 template <class I, class T, int NP, int NT>
-inline void PanelsTile(const PackedMatrix& w, size_t p, const float* x, float* y, size_t ys,
-                       const T* const* fetch = nullptr) {
+inline void PanelsTile(const PackedMatrix& w, size_t p, const float* x, float* y, size_t ys) {
   constexpr int RV = static_cast<int>(kPanelRows / I::kLanes);
   const T* panels[NP];
   for (int i = 0; i < NP; ++i) panels[i] = PanelOf(w, p + static_cast<size_t>(i), static_cast<const T*>(nullptr));
   alignas(64) float tmp[NP * NT * kPanelRows];
-  Tile<I, T, NP, RV, NT, 0>(panels, w.cols(), x, w.cols(), tmp, fetch);
+  Tile<I, T, NP, RV, NT, 0>(panels, w.cols(), x, w.cols(), tmp);
   Scatter(w, p, NP, NT, tmp, y, ys);
 }
 
 // n_tok tokens of panels [p, p + NP): tiles of NT tokens, then the rest.
-// The first tile streams the panels from memory (prefetching ahead); the
-// second, which finds them in cache, fetches the next NP panels of w (the
-// next work item of a thread going through the panels in order) in step
-// with its own k-rows, so that item's first tile does not wait on memory
-// as well. Only prefetches: the products are the same.
 template <class I, class T, int NP, int NT>
 inline void PanelsAllTokens(const PackedMatrix& w, size_t p, const float* x, size_t n_tok,
                             float* y, size_t ys) {
   const size_t cols = w.cols();
-  const T* next[NP];
-  const bool has_next = p + 2 * NP <= w.panels();
-  for (int i = 0; i < NP && has_next; ++i) {
-    next[i] = PanelOf(w, p + NP + static_cast<size_t>(i), static_cast<const T*>(nullptr));
-  }
   size_t t = 0;
-  for (; t + NT <= n_tok; t += NT) {
-    const T* const* fetch = has_next && t == static_cast<size_t>(NT) ? next : nullptr;
-    PanelsTile<I, T, NP, NT>(w, p, x + t * cols, y + t * ys, ys, fetch);
-  }
+  for (; t + NT <= n_tok; t += NT) PanelsTile<I, T, NP, NT>(w, p, x + t * cols, y + t * ys, ys);
   if constexpr (NT > 1) {
     if (t < n_tok) {
       WithTokenCount<NT - 1>(n_tok - t, [&]<int K>() {
