@@ -37,12 +37,27 @@ RowsChosen ChooseRows(std::span<const float> logits, size_t m, std::span<const u
   const size_t vocab = logits.size() / m, base = out->size();
   auto row = [&](size_t i) { return logits.subspan(i * vocab, vocab); };
   RowsChosen r;
-  while (r.count < m && !r.ended) {  // §11.2, row by row: a step's choice decides the next
-    const uint32_t token = ChooseToken(row(r.count), ctx.sampling,
-                                       first_step + static_cast<uint32_t>(r.count), ctx.scratch);
-    out->push_back({token, {}});
-    r.ended = r.count < next.size() && token != next[r.count];
-    ++r.count;
+  if (ctx.sampling.temperature == 0.0f) {
+    // §11.2 greedy: a row's token is its own logits' argmax, whatever the
+    // rows before it chose, so every row is chosen at once on the pool and
+    // the rows after the first differing one are dropped.
+    out->resize(base + m);
+    ops::ForEachChunk(pool, m, 1, [&](size_t b, size_t e, size_t) {
+      for (size_t i = b; i < e; ++i) {
+        (*out)[base + i].token = ChooseToken(row(i), ctx.sampling, first_step + static_cast<uint32_t>(i), nullptr);
+      }
+    });
+    r.count = AcceptedRows(std::span<const StepOutcome>(*out).subspan(base), next);
+    r.ended = r.count <= next.size() && (*out)[base + r.count - 1].token != next[r.count - 1];
+    out->resize(base + r.count);
+  } else {
+    while (r.count < m && !r.ended) {  // §11.2, row by row: a step's choice decides the next
+      const uint32_t token = ChooseToken(row(r.count), ctx.sampling,
+                                         first_step + static_cast<uint32_t>(r.count), ctx.scratch);
+      out->push_back({token, {}});
+      r.ended = r.count < next.size() && token != next[r.count];
+      ++r.count;
+    }
   }
   // Item 0 folds the accepted rows into the chain in order (§12.1 item 7);
   // item i > 0 hashes row i-1's logits. Distinct outcomes per item.

@@ -55,8 +55,10 @@ Status CheckRows(std::span<const uint32_t> tokens, uint32_t rows);
 // ([m][vocab]): chooses row i's token as step first_step+i (ctx.sampling,
 // ctx.scratch) and ends after the first row whose token differs from
 // next[i] (next may be shorter than m: rows past its end are not
-// compared). Folds the accepted rows into *ctx.chain in order and hashes
-// their logits, the hashes on `pool`'s other threads (null: the caller).
+// compared). Greedy rows are chosen all at once on `pool` (a greedy
+// token is its row's argmax alone), sampled ones in order. Folds the
+// accepted rows into *ctx.chain in order and hashes their logits, the
+// hashes on `pool`'s other threads (null: the caller).
 // Appends the accepted outcomes to *out and, when `states` is not null,
 // the chain's state after each accepted row to *states (a pipeline's last
 // stage reports every row's state; its coordinator resumes from the last

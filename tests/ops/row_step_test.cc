@@ -4,15 +4,21 @@
 // has, 1 and 2 threads, with sliding windows and an eviction before the
 // rows, on dense, biased, Qwen3 (q/k norm) and MoE models. Then
 // LocalBackend::FeedRows' contract (engine/row_step.h): rows kept up to
-// the first differing step, the rest evicted as if never fed.
+// the first differing step, the rest evicted as if never fed; and
+// ChooseRows' greedy rows, chosen all at once, equal one choice after
+// another.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "engine/io/synthetic_model.h"
 #include "engine/local_backend.h"
+#include "engine/ops/kernels.h"
 #include "engine/row_step.h"
+#include "engine/step_outcome.h"
+#include "engine/witness.h"
 #include "model_fixture.h"
 #include "tests/fixture_absent.h"
 
@@ -168,6 +174,68 @@ TEST(RowStep, FeedRowsRefusesBadShapesAndIdsWithoutFeeding) {
   long_feed[60] = 301;  // outside the vocabulary, in the third pass
   EXPECT_EQ(a.FeedRows(long_feed, 70, ctx, &out).kind(), ErrorKind::kInvalid);
   EXPECT_EQ(a.CacheLength(), 0u);
+}
+
+
+// Rows of logits whose argmax needs the first-occurrence rule: ties, a
+// NaN first or later, zeros of both signs; row i of m over `vocab` ids.
+std::vector<float> TrickyRows(size_t m, size_t vocab) {
+  std::vector<float> out(m * vocab);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>((i * 7919 + 13) % 97) / 8.0f - 6.0f;
+  for (size_t r = 0; r < m; ++r) {
+    float* row = out.data() + r * vocab;
+    switch (r % 4) {
+      case 0: row[vocab / 3] = row[vocab / 2] = 100.0f; break;  // a tie: the first wins
+      case 1: row[0] = std::numeric_limits<float>::quiet_NaN(); break;
+      case 2: row[5] = std::numeric_limits<float>::quiet_NaN(); row[vocab - 1] = 50.0f; break;
+      default:
+        for (size_t i = 0; i < vocab; ++i) row[i] = -1.0f;
+        row[7] = -0.0f;
+        row[9] = 0.0f;
+    }
+  }
+  return out;
+}
+
+// ChooseRows chooses greedy rows all at once on a pool: each accepted row
+// must still equal ChooseAndWitness on that row alone, in order, stopping
+// after the first row whose token differs from the next one fed (or
+// taking every row when nothing is compared), with the same chain.
+TEST(RowStep, ChooseRowsEqualsOneChoiceAfterAnother) {
+  constexpr size_t kRows = 9, kVocab = 301;
+  const std::vector<float> logits = TrickyRows(kRows, kVocab);
+  auto row = [&](size_t i) { return std::span<const float>(logits).subspan(i * kVocab, kVocab); };
+  std::vector<uint32_t> argmax;  // the tokens chosen one row at a time
+  for (size_t i = 0; i < kRows; ++i) argmax.push_back(ops::ArgmaxFirst(row(i).data(), kVocab));
+  auto pool = ops::ThreadPool::Create(2);
+  ASSERT_TRUE(pool.ok());
+  const std::vector<uint32_t> prompt = {3, 1, 4};
+  for (ops::ThreadPool* p : {static_cast<ops::ThreadPool*>(nullptr), pool->get()}) {
+    for (size_t differ : {size_t{0}, size_t{4}, kRows - 1, kRows, kRows + 1}) {
+      SCOPED_TRACE("pool " + std::to_string(p != nullptr) + " differ " + std::to_string(differ));
+      // next[i]: the token fed after row i; differ >= kRows - 1: none differs,
+      // differ == kRows + 1: nothing compared at all.
+      std::vector<uint32_t> next;
+      for (size_t i = 0; i + 1 < kRows && differ <= kRows; ++i) {
+        next.push_back(i == differ ? (argmax[i] + 1) % kVocab : argmax[i]);
+      }
+      WitnessChain ca(WitnessSeed{}, prompt), cb(WitnessSeed{}, prompt);
+      SamplingScratch scratch;
+      const StepContext ctx{5, {}, &ca, &scratch, nullptr};
+      std::vector<StepOutcome> got = {{1, {}}};  // appended to, after what it holds
+      const RowsChosen r = ChooseRows(logits, kRows, next, ctx, 5, &got, p);
+      const size_t want_rows = differ < kRows - 1 ? differ + 1 : kRows;
+      ASSERT_EQ(r.count, want_rows);
+      EXPECT_EQ(r.ended, differ < kRows - 1);
+      ASSERT_EQ(got.size(), want_rows + 1);
+      for (size_t i = 0; i < want_rows; ++i) {
+        const StepOutcome want = ChooseAndWitness(row(i), SamplingParams{}, static_cast<uint32_t>(5 + i), &cb, &scratch);
+        EXPECT_EQ(got[i + 1].token, want.token) << i;
+        EXPECT_EQ(got[i + 1].logits_sha256, want.logits_sha256) << i;
+      }
+      EXPECT_EQ(ca.Finalize(), cb.Finalize());
+    }
+  }
 }
 
 }  // namespace
