@@ -18,13 +18,18 @@
 namespace lockstep::testing {
 namespace {
 
-TEST(Speculative, EqualsPlainDecodingOnEveryKindOfDecode) {
-  const std::string dir = FreshPath("speculative");
+// A seeded small untied model with a 300-token vocabulary in a fresh folder.
+Result<OpenModel> SmallModel(const std::string& name) {
+  const std::string dir = FreshPath(name);
   SyntheticShape s = SmallUntiedShape();
   s.vocab = 300;
-  ASSERT_TRUE(WriteSyntheticModel(dir, s, 11, "").ok());
-  auto model = OpenModelDir(dir, ModelPins{});
-  ASSERT_TRUE(model.ok());
+  LOCKSTEP_RETURN_IF_ERROR(WriteSyntheticModel(dir, s, 11, ""));
+  return OpenModelDir(dir, ModelPins{});
+}
+
+TEST(Speculative, EqualsPlainDecodingOnEveryKindOfDecode) {
+  Result<OpenModel> model = SmallModel("speculative");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
   SpeculativeStats total;
   for (const Variant& v : {Variant{}, Variant{"auto", 2, WeightFormat::kPackedBf16}}) {
     Loaded l = Load(*model, v);
@@ -101,12 +106,8 @@ class PromiseChecker final : public StepBackend {
 // (so a pipeline relays them), and every promise is kept: the promised
 // steps are plain steps feeding the token chosen before them.
 TEST(Speculative, BackoffRunsArePromisedChainedStepsAndKeepThem) {
-  const std::string dir = FreshPath("speculative_promise");
-  SyntheticShape s = SmallUntiedShape();
-  s.vocab = 300;
-  ASSERT_TRUE(WriteSyntheticModel(dir, s, 11, "").ok());
-  auto model = OpenModelDir(dir, ModelPins{});
-  ASSERT_TRUE(model.ok());
+  Result<OpenModel> model = SmallModel("speculative_promise");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
   Loaded l = Load(*model, Variant{});
   uint64_t promised = 0;
   for (const DecodeCase& c : DecodeCases()) {
