@@ -92,8 +92,8 @@ size_t ActiveOf(const MoeScratch& m, size_t* u) {
 // (§10), in one pass of work items; then its down_proj likewise, into
 // m.out. Each work item is a run of one expert's panels for all its rows.
 void RunExperts(const ops::Kernels& kernels, ops::ThreadPool* pool, const LayerWeights& w,
-                size_t n, size_t h, size_t inter, MoeScratch& m) {
-  ForEachUnit(pool, n, CountUnits(m, w, &ExpertWeights::gate_proj), [&](size_t u) {
+                size_t h, size_t inter, MoeScratch& m) {
+  ForEachUnit(pool, CountUnits(m, w, &ExpertWeights::gate_proj), [&](size_t u) {
     const size_t e = m.active[ActiveOf(m, &u)], r0 = m.first[e], rows = m.first[e + 1] - r0;
     const ops::PackedMatrix& g = w.experts[e].gate_proj.packed;
     const size_t p0 = UnitBegin(u), p1 = UnitEnd(g, u);
@@ -107,7 +107,7 @@ void RunExperts(const ops::Kernels& kernels, ops::ThreadPool* pool, const LayerW
       kernels.silu_mul(gate + r * inter + i0, up + r * inter + i0, i1 - i0, gate + r * inter + i0);
     }
   });
-  ForEachUnit(pool, n, CountUnits(m, w, &ExpertWeights::down_proj), [&](size_t u) {
+  ForEachUnit(pool, CountUnits(m, w, &ExpertWeights::down_proj), [&](size_t u) {
     const size_t e = m.active[ActiveOf(m, &u)], r0 = m.first[e], rows = m.first[e + 1] - r0;
     const ops::PackedMatrix& d = w.experts[e].down_proj.packed;
     kernels.matmul_packed(d, UnitBegin(u), UnitEnd(d, u), m.gate.data() + r0 * inter, rows,
@@ -155,7 +155,7 @@ void Stage::Moe(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
       std::memcpy(m.x.data() + m.slot[t * k + j] * h, s.normed.data() + t * h, h * sizeof(float));
     }
   });
-  RunExperts(kernels_, pool_, w, n, h, static_cast<size_t>(c.intermediate_size), m);
+  RunExperts(kernels_, pool_, w, h, static_cast<size_t>(c.intermediate_size), m);
   Combine(pool_, n, k, h, m, hidden);
 }
 

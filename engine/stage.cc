@@ -190,9 +190,8 @@ Status Stage::Prepare(std::span<const BatchItem> items, ForwardScratch& s) const
 }
 
 // y = W x for every job, n tokens each, every row one sequential dot
-// (§5.2), in work items of kUnitPanels panels. One row: items claimed
-// dynamically. Several rows: the jobs' items in one contiguous run per thread
-// (ops::ForEachInRuns), so a thread's weight stream runs on from panel to
+// (§5.2), in work items of kUnitPanels panels: the jobs' items in one
+// contiguous run per thread (ops::ForEachInRuns), one row or several, so a thread's weight stream runs on from panel to
 // panel and the prefetch that reaches past the panel it is on fetches the
 // thread's own next panel; with panels claimed one by one from a shared
 // counter the threads alternated panels and each one started cold
@@ -209,7 +208,7 @@ void Stage::MatMul(std::initializer_list<MatJob> jobs, size_t n) const {
       u -= Units(*j.w);
     }
   };
-  ForEachUnit(pool_, n, total, unit);
+  ForEachUnit(pool_, total, unit);
 }
 
 // One transformer layer over n positions (§8-§10).
@@ -354,7 +353,7 @@ void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
   // gate and up for work item u's panels, then §10's silu(gate)*up on their
   // rows; items as MatMul's.
   const ops::PackedMatrix& g = w.gate_proj.packed;
-  ForEachUnit(pool_, n, Units(g), [&](size_t u) {
+  ForEachUnit(pool_, Units(g), [&](size_t u) {
     const size_t p0 = UnitBegin(u), p1 = UnitEnd(g, u);
     kernels_.matmul_packed(g, p0, p1, s.normed.data(), n, s.gate.data(), inter);
     kernels_.matmul_packed(w.up_proj.packed, p0, p1, s.normed.data(), n, s.up.data(), inter);

@@ -5,8 +5,8 @@
 // in turn (each one comes from DRAM). Counters: bytes/s of resident
 // weights, weights/s (rows * cols per matmul). K types need whole 256-
 // element blocks per row, so their 576-column shapes run at 512 columns.
-// Threads split each matrix in units of 2 panels claimed dynamically, as
-// the stage splits a decode matmul. PackRows/<type>: how fast GGUF rows
+// Threads split each matrix in units of 2 panels, in one run per thread,
+// as the stage splits a decode matmul (engine/matmul_units.h). PackRows/<type>: how fast GGUF rows
 // are packed (bytes/s of file bytes), one thread.
 #include <benchmark/benchmark.h>
 
@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/matmul_units.h"
 #include "engine/ops/dispatch.h"
 #include "engine/ops/fp_env.h"
 #include "engine/ops/packed_matrix.h"
@@ -29,7 +30,6 @@ constexpr WeightType kTypes[] = {WeightType::kF32,  WeightType::kBf16, WeightTyp
                                  WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_K,
                                  WeightType::kQ5_K, WeightType::kQ6_K};
 constexpr size_t kStreamBytes = size_t{512} << 20;
-constexpr size_t kUnitPanels = 2;
 
 // Valid rows of `type`: random quants, f16 scales and values of ordinary
 // size (weights around 2^-6..1, as in a trained model).
@@ -73,16 +73,13 @@ void BM_QuantMatmul(benchmark::State& state, const Kernels* k) {
   } while (state.range(4) == 1 && ws.size() * ws[0].bytes() < kStreamBytes);
   auto pool = std::move(ThreadPool::Create(threads).value());
   std::vector<float> x(cols, 0.5f), y(rows);
-  const size_t units = (ws[0].panels() + kUnitPanels - 1) / kUnitPanels;
+  const size_t units = lockstep::Units(ws[0]);
   size_t next = 0;
   for (auto _ : state) {
     const PackedMatrix& w = ws[next];
     next = next + 1 == ws.size() ? 0 : next + 1;
-    ForEachChunk(pool.get(), units, 1, [&](size_t b, size_t e, size_t) {
-      for (size_t u = b; u < e; ++u) {
-        k->matmul_packed(w, u * kUnitPanels, std::min((u + 1) * kUnitPanels, w.panels()), x.data(), 1,
-                         y.data(), rows);
-      }
+    lockstep::ForEachUnit(pool.get(), units, [&](size_t u) {
+      k->matmul_packed(w, lockstep::UnitBegin(u), lockstep::UnitEnd(w, u), x.data(), 1, y.data(), rows);
     });
     benchmark::DoNotOptimize(y.data());
   }
