@@ -141,7 +141,7 @@ struct Avx2 {
 void MatmulPacked(const PackedMatrix& w, size_t p0, size_t p1, const float* x, size_t n_tok,
                   float* y, size_t ys) {
   if (QuantPanelOf(w.type()) != nullptr) {
-    return quant_impl::Matmul<Avx2, 2, 2, 4>(w, p0, p1, x, n_tok, y, ys);
+    return quant_impl::Matmul<Avx2, 1, 2, 4>(w, p0, p1, x, n_tok, y, ys);
   }
   panel_impl::MatmulPacked<Avx2, 2, 2, 4>(w, p0, p1, x, n_tok, y, ys);
 }
