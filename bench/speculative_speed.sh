@@ -28,7 +28,7 @@ one() {  # workload flag -> "ms cis2 note"
     args+=(--speculative)
     if [ -n "$D" ]; then args+=(--draft-model "$D"); fi
   fi
-  "${args[@]}" | awk -v g="$G" '/decode_ms_per_token/ {ms=$3} /^CIS2_REF/ {c=$2}
+  "${args[@]}" | awk -v g="$G" '/^decode_ms_per_token/ {ms=$3} /^CIS2_REF/ {c=$2}
                       /^draft_model_ms/ {d=$3}
                       /^speculative/ {sub(/^speculative +=  */, ""); n=$0}
                       END {if (d != "") ms += d / (g - 1); print ms, c, n}'
