@@ -27,7 +27,8 @@ Status CheckSameTokenizer(const TokenizerIdentity& target, const TokenizerIdenti
                          std::to_string(draft.vocab_size) + " vs " +
                          std::to_string(target.vocab_size) + " tokens)");
   }
-  if (draft.eos_token_ids != target.eos_token_ids) {
+  const bool both_name_eos = !draft.eos_token_ids.empty() && !target.eos_token_ids.empty();
+  if (both_name_eos && draft.eos_token_ids != target.eos_token_ids) {
     return MismatchError(Both(target, draft) + " differ in end-of-sequence ids (" +
                          IdList(draft.eos_token_ids) + " vs " + IdList(target.eos_token_ids) + ")");
   }

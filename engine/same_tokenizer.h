@@ -1,6 +1,7 @@
 // Whether two models share a tokenizer, as a draft model for speculative
 // decoding must share the target's (engine/draft_proposals.h): the same
-// vocabulary size, the same end-of-sequence ids and, when both keep a
+// vocabulary size, the same end-of-sequence ids when both name some (a
+// model naming none says nothing to compare) and, when both keep a
 // tokenizer.json beside their config, the same tokenizer.json bytes
 // (sha256). A .gguf file's tokenizer has no digest of its own (the file's
 // one digest covers everything, EXTENSIONS.md E2.5), so a .gguf on either

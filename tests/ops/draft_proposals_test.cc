@@ -181,6 +181,9 @@ TEST(SameTokenizer, RefusesAnotherVocabularyEosOrTokenizerJsonNamingBothModels) 
   // A .gguf's tokenizer has no digest apart from the file's: vocabulary
   // size and end-of-sequence ids decide.
   EXPECT_TRUE(CheckSameTokenizer(target, Identity("/m/draft.gguf", true, 7, 300, {2})).ok());
+  // A model that names no end-of-sequence id has none to compare.
+  EXPECT_TRUE(CheckSameTokenizer(target, Identity("/m/draft.gguf", true, 7, 300, {})).ok());
+  EXPECT_FALSE(CheckSameTokenizer(target, Identity("/m/draft.gguf", true, 7, 300, {2, 5})).ok());
 }
 
 }  // namespace

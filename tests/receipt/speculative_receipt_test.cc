@@ -3,10 +3,10 @@
 // greedy, sampled, windowed, evicting and traced runs, monolithic and on 2
 // and 3 loopback workers (whose multi-row steps run on the workers); and
 // verify accepts it (also on two loopback workers). The same with
-// proposals from a smaller draft model (`--draft-model`), whose
-// options.speculative says "draft-model"; the model as its own greedy
-// draft has every proposal kept; a draft with another vocabulary or
-// tokenizer, or none at the path, is refused naming it.
+// proposals from a smaller draft model (`--draft-model`, a folder or a
+// .gguf), whose options.speculative says "draft-model"; the model as its
+// own greedy draft has every proposal kept; a draft with another
+// vocabulary or tokenizer, or none at the path, is refused naming it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -97,8 +97,10 @@ std::vector<std::string> MakeModelArgs(const std::string& path, bool small, cons
 
 TEST(SpeculativeReceipt, WithADraftModelEqualsThePlainReceiptByteForByte) {
   const std::string dir = MakeTempDir("draft_receipt");
+  std::vector<std::string> gguf = MakeModelArgs(dir + "/d.gguf", true, "3", "300");
+  gguf.push_back("--gguf");
   for (const auto& args : {MakeModelArgs(dir + "/m", false, "3", "300"),
-                           MakeModelArgs(dir + "/d", true, "3", "300")}) {
+                           MakeModelArgs(dir + "/d", true, "3", "300"), gguf}) {
     auto made = RunCli(args);
     ASSERT_EQ(made.exit_code, 0) << made.err;
   }
@@ -113,7 +115,8 @@ TEST(SpeculativeReceipt, WithADraftModelEqualsThePlainReceiptByteForByte) {
     for (const char* workers : {"0", "2"}) {
       SCOPED_TRACE(std::to_string(n) + " workers " + workers);
       std::vector<json> pair;
-      for (const char* draft : {"", "/d", "/m"}) {  // plain, small draft, the model itself
+      // plain, a small draft (a folder, a .gguf), the model itself
+      for (const char* draft : {"", "/d", "/d.gguf", "/m"}) {
         std::vector<std::string> args = base;
         args.insert(args.end(), c.begin(), c.end());
         const std::string tag = draft[0] != 0 ? draft + 1 : "p";
