@@ -23,10 +23,14 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req,
                             BuildRequest(o.run, coordinator->model_config().max_position_embeddings,
                                          files));
+  const TokenizerIdentity target = TokenizerIdentityOf(
+      files, coordinator->model_config(), coordinator->seed().tokenizer_sha256);
+  LOCKSTEP_ASSIGN_OR_RETURN(const std::unique_ptr<DraftModel> draft,
+                            LoadDraftModel(o.run.draft_model, target, o.run.compute));
   SpeculativeStats stats;
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::ClusterRun run,
                             runtime::RunOnCluster(*coordinator, req, o.run.window, 2, o.run.trace,
-                                                  DecoderFor(o.run.speculative, &stats)));
+                                                  DecoderFor(o.run.speculative, &stats, draft.get())));
   RunReport report;
   report.result = run.result;
   report.request = req;
@@ -34,8 +38,8 @@ Status RunCoordinator(const CoordinatorCommandOptions& o) {
                                  runtime::ReceiptWorkers(*coordinator)};
   report.generated_text = runtime::DecodeText(files, run.result.generated);
   report.notes = runtime::ClusterNotes(*coordinator, run);
-  if (o.run.speculative) report.notes.push_back(SpeculativeNote(stats));
-  report.speculative = o.run.speculative;
+  if (o.run.speculative) report.notes.push_back(SpeculativeNote(stats, draft.get()));
+  report.speculative = SpeculativeSource(o.run.speculative, draft.get());
   report.timings = {{"decode_ms_per_token_sharded", run.decode_ms_per_token}};
   report.signer = signer ? &*signer : nullptr;
   if (o.shutdown_workers) coordinator->ShutdownWorkers("coordinator finished");

@@ -28,7 +28,7 @@ struct RunReport {
   bool compared_with_monolithic = false;
   // Recorded in the receipt, never compared by verify.
   std::vector<std::pair<std::string, double>> timings;
-  bool speculative = false;  // options.speculative (not in any digest)
+  std::string speculative;  // options.speculative: the proposal source, "" plain (not in any digest)
   const keys::Identity* signer = nullptr;  // signs the receipt when set
 };
 

@@ -63,7 +63,7 @@ void AddRequestOptions(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--sign-key", o.sign_key, "Sign the receipt with this key file (lockstep keygen)");
   cmd->add_flag("--trace", o.trace,
                 "Record every step's per-layer hidden-state sha256 in the receipt (docs/receipts.md)");
-  AddSpeculativeFlag(cmd, &o.speculative);
+  AddSpeculativeFlags(cmd, &o.speculative, &o.draft_model);
   cmd->add_flag("--ship-logits", o.ship_logits,
                 "Send every step's logits to the coordinator, which chooses the token (same digests)");
 }
@@ -129,8 +129,8 @@ Result<DecodeRequest> BuildRequest(const RunOptions& o, int max_position_embeddi
 
 namespace {
 
-// The report's fields every run shares.
-RunReport NewReport(const RunOptions& o, const DecodeRequest& req, DecodeResult result,
+// The report's fields every run shares; speculative: options.speculative.
+RunReport NewReport(std::string speculative, const DecodeRequest& req, DecodeResult result,
                     const WitnessSeed& seed, const ModelFiles& files,
                     const std::optional<keys::Identity>& signer) {
   RunReport report;
@@ -139,7 +139,7 @@ RunReport NewReport(const RunOptions& o, const DecodeRequest& req, DecodeResult 
   report.request = req;
   report.site.seed = seed;
   report.signer = signer ? &*signer : nullptr;
-  report.speculative = o.speculative;
+  report.speculative = std::move(speculative);
   return report;
 }
 
@@ -167,19 +167,27 @@ Result<DecodeRequest> RequestFor(const RunOptions& o, const ModelInfo& model) {
   return BuildRequest(o, model.config.max_position_embeddings, model.files);
 }
 
+// What a --draft-model must share with the model: its tokenizer.
+TokenizerIdentity TargetTokenizer(const ModelInfo& model) {
+  return TokenizerIdentityOf(model.files, model.config, model.hashes.tokenizer);
+}
+
 // The weights are hashed while they load (LoadStage verifies the pins
 // before the first token).
 Status RunMonolithic(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(Prepared p, Prepare(o));
   LOCKSTEP_ASSIGN_OR_RETURN(OpenModel model, OpenModelDir(o.model_dir, p.pins));
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req, RequestFor(o, model));
+  LOCKSTEP_ASSIGN_OR_RETURN(const std::unique_ptr<DraftModel> draft,
+                            LoadDraftModel(o.draft_model, TargetTokenizer(model), o.compute));
   SpeculativeStats stats;
   const runtime::LocalRunOptions local{o.window, o.compute, o.single_run ? 1 : 2, o.trace,
-                                       DecoderFor(o.speculative, &stats)};
+                                       DecoderFor(o.speculative, &stats, draft.get())};
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::TimedResult run, runtime::RunMonolithic(model, req, local));
-  RunReport report = NewReport(o, req, std::move(run.result), model.Seed(), model.files, p.signer);
+  RunReport report = NewReport(SpeculativeSource(o.speculative, draft.get()), req,
+                               std::move(run.result), model.Seed(), model.files, p.signer);
   report.notes = {MsNote(run.decode_ms_per_token, "monolithic")};  // human only: --json stays reproducible
-  if (o.speculative) report.notes.push_back(SpeculativeNote(stats));
+  if (o.speculative) report.notes.push_back(SpeculativeNote(stats, draft.get()));
   return PrintReport(report, o.json, std::cout, o.receipt_path);
 }
 
@@ -188,20 +196,22 @@ Status RunSharded(const RunOptions& o) {
   LOCKSTEP_ASSIGN_OR_RETURN(Prepared p, Prepare(o));
   LOCKSTEP_ASSIGN_OR_RETURN(ModelInfo model, InspectModelDir(o.model_dir, p.pins));
   LOCKSTEP_ASSIGN_OR_RETURN(DecodeRequest req, RequestFor(o, model));
+  LOCKSTEP_ASSIGN_OR_RETURN(const std::unique_ptr<DraftModel> draft,
+                            LoadDraftModel(o.draft_model, TargetTokenizer(model), o.compute));
   SpeculativeStats stats;
   runtime::LoopbackOptions loopback{o.model_dir, o.workers, o.plan, o.window, o.compute,
                                     o.single_run ? 1 : 2, o.ship_logits, o.trace};
-  loopback.decode = DecoderFor(o.speculative, &stats);
+  loopback.decode = DecoderFor(o.speculative, &stats, draft.get());
   LOCKSTEP_ASSIGN_OR_RETURN(loopback.plan_balance, ParsePlanBalance(o.plan_balance));
   LOCKSTEP_ASSIGN_OR_RETURN(runtime::LoopbackRun lr,
                             runtime::RunOnLoopback(loopback, model, p.pins, req));
-  RunReport report =
-      NewReport(o, req, std::move(lr.run.result), model.Seed(), model.files, p.signer);
+  RunReport report = NewReport(SpeculativeSource(o.speculative, draft.get()), req,
+                               std::move(lr.run.result), model.Seed(), model.files, p.signer);
   report.site.plan = lr.plan;
   report.notes = std::move(lr.notes);
   report.site.workers = std::move(lr.stages);
   report.timings = {{"decode_ms_per_token_sharded", lr.run.decode_ms_per_token}};
-  if (o.speculative) report.notes.push_back(SpeculativeNote(stats));
+  if (o.speculative) report.notes.push_back(SpeculativeNote(stats, draft.get()));
   if (o.compare_monolithic) {
     LOCKSTEP_ASSIGN_OR_RETURN(OpenModel mapped, MapWeights(model));
     const runtime::LocalRunOptions local{o.window, o.compute, 1, o.trace};

@@ -36,12 +36,14 @@ struct RunOptions {
   bool ship_logits = false;  // --ship-logits: logits to the coordinator (sharded runs)
   bool trace = false;        // --trace: per-layer hidden-state digests in the receipt
   bool speculative = false;  // --speculative: exact speculative decoding (same bits)
+  std::string draft_model;   // --draft-model PATH: its proposals (implies speculative)
 };
 
 // Registers what a decoding subcommand (run, coordinator) asks for, the
 // same way on each: the prompt (--prompt | --ids), --gen, --json, --window,
 // --evict, sampling (--temperature, --top-k, --top-p, --seed), the receipt
-// (--receipt, --sign-key, --trace), --speculative and --ship-logits.
+// (--receipt, --sign-key, --trace), --speculative, --draft-model and
+// --ship-logits.
 void AddRequestOptions(CLI::App* cmd, RunOptions& o);
 
 // Registers the subcommand; the caller runs RunRunCommand when it parsed.

@@ -3,25 +3,28 @@
 #include <algorithm>
 #include <vector>
 
-#include "engine/proposer.h"
-
 namespace lockstep {
 
-Speculator::Speculator(std::span<const uint32_t> prompt, const SpeculativeOptions& o)
-    : o_(o), budget_(std::min<uint32_t>(2, o.max_proposals)), history_(prompt.begin(), prompt.end()) {}
+Speculator::Speculator(std::span<const uint32_t> prompt, const SpeculativeOptions& o,
+                       std::unique_ptr<ProposalSource> source)
+    : o_(o),
+      source_(source ? std::move(source) : std::make_unique<LookupProposals>(o.max_ngram)),
+      budget_(std::min<uint32_t>(2, o.max_proposals)),
+      history_(prompt.begin(), prompt.end()) {}
 
-std::span<const uint32_t> Speculator::Propose(uint32_t room, std::span<const uint32_t> eos) {
+Result<std::span<const uint32_t>> Speculator::Propose(uint32_t room, std::span<const uint32_t> eos) {
   proposals_.clear();
   plain_ahead_ = 0;
   if (skip_ > 0) {  // backing off
     --skip_;
     if (backoff_begins_) plain_ahead_ = skip_;
     backoff_begins_ = false;
-    return proposals_;
+    return std::span<const uint32_t>(proposals_);
   }
   const uint32_t n = std::min(room, budget_);
-  if (n == 0) return proposals_;
-  ProposeByLookup(history_, n, o_.max_ngram, &proposals_);
+  if (n == 0) return std::span<const uint32_t>(proposals_);
+  LOCKSTEP_RETURN_IF_ERROR(source_->Propose(history_, n, &proposals_));
+  if (proposals_.size() > n) proposals_.resize(n);
   // A row choosing an end-of-sequence id must be the last kept.
   const auto end = std::find_first_of(proposals_.begin(), proposals_.end(), eos.begin(), eos.end());
   proposals_.erase(end, proposals_.end());
@@ -31,7 +34,7 @@ std::span<const uint32_t> Speculator::Propose(uint32_t room, std::span<const uin
     skip_ = std::min(uint32_t{1} << std::min<uint32_t>(dry_ - kDryLookups, 6), kMaxBackoff);
     plain_ahead_ = skip_;
   }
-  return proposals_;
+  return std::span<const uint32_t>(proposals_);
 }
 
 void Speculator::Observe(size_t proposed, std::span<const StepOutcome> chosen) {
@@ -60,7 +63,8 @@ Status StepSpeculatively(DecodeSession& s, Speculator& speculator, size_t prompt
   }
   const StepContext& ctx = s.Context();
   const uint32_t room = SegmentEnd(s.request(), ctx.step) - ctx.step;  // rows past the first
-  const std::span<const uint32_t> proposals = speculator.Propose(room, s.stop_rule().eos);
+  LOCKSTEP_ASSIGN_OR_RETURN(const std::span<const uint32_t> proposals,
+                            speculator.Propose(room, s.stop_rule().eos));
   StepBackend& backend = s.backend();
   if (proposals.empty()) {  // plain; chained only through a backoff (the next may be multi-row)
     if (const uint32_t ahead = std::min(speculator.PlainStepsAhead(), room); ahead > 0) {
@@ -85,10 +89,11 @@ Status StepSpeculatively(DecodeSession& s, Speculator& speculator, size_t prompt
 
 Result<DecodeResult> RunSpeculativeDecode(StepBackend& backend, const DecodeRequest& req,
                                           const WitnessSeed& seed, const SpeculativeOptions& o,
-                                          SpeculativeStats* stats) {
+                                          SpeculativeStats* stats,
+                                          std::unique_ptr<ProposalSource> source) {
   LOCKSTEP_RETURN_IF_ERROR(ValidateDecodeRequest(req));
   DecodeSession s(backend, req, seed);
-  Speculator speculator(req.prompt, o);
+  Speculator speculator(req.prompt, o, std::move(source));
   while (!s.done()) LOCKSTEP_RETURN_IF_ERROR(StepSpeculatively(s, speculator));
   if (stats != nullptr) *stats = speculator.stats();
   return s.result();

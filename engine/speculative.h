@@ -1,7 +1,8 @@
 // Exact speculative decoding: RunDecode's result (tokens, every step's
 // logits sha256, the witness chain, the trace) with fewer weight passes.
-// Each step proposes up to max_proposals tokens by prompt lookup
-// (engine/proposer.h) and feeds the step's token and the proposals as one
+// Each step proposes up to max_proposals tokens from a ProposalSource
+// (engine/proposal_source.h: prompt lookup by default, or a draft model)
+// and feeds the step's token and the proposals as one
 // multi-row step (StepBackend::FeedRows): row i is step s+i, chosen as
 // plain decoding chooses it (greedy or the seeded sampler at that step),
 // and the proposals are kept while each equals the model's own choice at
@@ -15,9 +16,9 @@
 // cut to one past the kept run after a pass that kept some. After a pass
 // whose proposals were all rejected the next `backoff` steps run plain (one
 // FeedAndChoose), backoff doubling up to kMaxBackoff while rejections go on
-// and resetting when a proposal is kept. A step where the lookup finds
-// nothing is a plain step; from the kDryLookups-th such lookup in a row on, it and
-// the next 1, 2, 4 ... 64 steps run plain without looking. So a workload
+// and resetting when a proposal is kept. A step where the source guesses
+// nothing is a plain step; from the kDryLookups-th such guess in a row on, it and
+// the next 1, 2, 4 ... 64 steps run plain without asking. So a workload
 // the proposer cannot guess costs about what plain decoding does. A run of
 // steps known to be plain is promised to the backend at its first step
 // (StepBackend::ExpectChainedSteps, up to the segment's end), so a
@@ -33,11 +34,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/status.h"
 #include "engine/decode.h"
 #include "engine/decode_session.h"
+#include "engine/proposal_source.h"
 #include "engine/row_step.h"
 #include "engine/witness.h"
 
@@ -58,13 +61,17 @@ inline constexpr uint32_t kMaxBackoff = 64;
 inline constexpr uint32_t kDryLookups = 4;  // empty lookups in a row that start a plain run
 
 // One session's speculation: its text so far (prompt and tokens chosen),
-// the adaptive proposal budget and backoff above, and the counts.
+// its proposal source, the adaptive proposal budget and backoff above
+// (the same whichever the source), and the counts.
 class Speculator {
  public:
-  Speculator(std::span<const uint32_t> prompt, const SpeculativeOptions& o);
+  // source: null for prompt lookup (LookupProposals of o.max_ngram).
+  Speculator(std::span<const uint32_t> prompt, const SpeculativeOptions& o,
+             std::unique_ptr<ProposalSource> source = nullptr);
   // The proposals for the next step, at most `room` tokens, none holding
-  // an id of `eos`. Empty: a plain step (no guess, or backing off).
-  std::span<const uint32_t> Propose(uint32_t room, std::span<const uint32_t> eos);
+  // an id of `eos`. Empty: a plain step (no guess, or backing off). An
+  // error only when the source fails (a draft model's step).
+  Result<std::span<const uint32_t>> Propose(uint32_t room, std::span<const uint32_t> eos);
   // A step fed `proposed` proposals and returned `chosen` (kept + 1).
   void Observe(size_t proposed, std::span<const StepOutcome> chosen);
   // After a Propose that begins a run of plain steps (it proposes
@@ -76,6 +83,7 @@ class Speculator {
  private:
 
   SpeculativeOptions o_;
+  std::unique_ptr<ProposalSource> source_;
   uint32_t budget_, skip_ = 0, backoff_ = 1;
   bool backoff_begins_ = false;  // the next Propose is a backoff's first
   uint32_t dry_ = 0;             // lookups in a row that found nothing
@@ -91,9 +99,11 @@ class Speculator {
 Status StepSpeculatively(DecodeSession& s, Speculator& speculator,
                          size_t prompt_budget = SIZE_MAX);
 
-// REQUIRES: a fresh backend. Invalid as ValidateDecodeRequest.
+// REQUIRES: a fresh backend (and a fresh source). Invalid as
+// ValidateDecodeRequest. source: null for prompt lookup.
 Result<DecodeResult> RunSpeculativeDecode(StepBackend& backend, const DecodeRequest& req,
                                           const WitnessSeed& seed, const SpeculativeOptions& o,
-                                          SpeculativeStats* stats = nullptr);
+                                          SpeculativeStats* stats = nullptr,
+                                          std::unique_ptr<ProposalSource> source = nullptr);
 
 }  // namespace lockstep

@@ -114,7 +114,7 @@ json BuildReceipt(const ReceiptInputs& in) {
                            {"top_p", in.sampling.top_p},
                            {"seed", in.sampling.seed}};
   }
-  if (in.speculative) options["speculative"] = "prompt-lookup";
+  if (!in.speculative.empty()) options["speculative"] = in.speculative;
   j["options"] = std::move(options);
   j["plan"] = in.plan.empty() ? "monolithic" : in.plan;
   json workers = json::array();

@@ -45,10 +45,12 @@ struct ReceiptInputs {
   std::string plan;
   std::vector<WorkerEntry> workers;
   bool compared_with_monolithic = false;
-  // Decoded speculatively (`run --speculative`): options.speculative says
-  // so. Excluded from every digest and never compared by verify: the
-  // steps, chain and argmax digest are plain decoding's.
-  bool speculative = false;
+  // Decoded speculatively (`run --speculative`): options.speculative names
+  // the proposal source ("prompt-lookup", or "draft-model" for
+  // --draft-model); "" for a plain decode. Excluded from every digest and
+  // never compared by verify: the steps, chain and argmax digest are plain
+  // decoding's.
+  std::string speculative;
   // Non-normative (kept under "timings", never compared by verify).
   std::vector<std::pair<std::string, double>> timings;
 };

@@ -66,7 +66,7 @@ json Receipt(const Finish& f, const ParsedRequest& r, const ApiContext& ctx) {
   receipt::ReceiptInputs in = runtime::RunReceiptInputs(
       f.result, r.spec.request, ctx.site,
       runtime::DecodeText(ctx.model.tokenizer, f.result.generated));
-  in.speculative = r.spec.speculative;
+  if (r.spec.speculative) in.speculative = "prompt-lookup";
   return receipt::BuildReceipt(in);
 }
 

@@ -74,30 +74,42 @@ TEST(ClusterReceipt, TracedCoordinatorReceiptNamesWorkerKeysAndVerifiesOnTheClus
   std::filesystem::remove_all(dir);
 }
 
-// `coordinator --speculative` checks prompt-lookup proposals as multi-row
-// steps on the workers and writes the plain run's receipt, byte for byte,
-// but for options.speculative (no digest covers it) and the timings.
+// `coordinator --speculative` checks prompt-lookup proposals (and with
+// `--draft-model`, a draft model's: here the model itself, whose greedy
+// proposals are all kept) as multi-row steps on the workers and writes the
+// plain run's receipt, byte for byte, but for options.speculative (no
+// digest covers it) and the timings.
 TEST(ClusterReceipt, SpeculativeCoordinatorReceiptEqualsThePlainOne) {
   const std::string dir = MakeTempDir("cluster-speculative");
   TestCluster cluster = ModelOnTwoWorkers(dir, "[[0,2],[2,4]]");
   ASSERT_NE(cluster.procs, nullptr);
   std::vector<json> receipts;
-  for (bool speculative : {false, true}) {
-    const std::string path = dir + (speculative ? "/s.json" : "/p.json");
+  const std::vector<std::vector<std::string>> modes = {
+      {}, {"--speculative"}, {"--draft-model", dir + "/m"}};
+  for (size_t mode = 0; mode < modes.size(); ++mode) {
+    SCOPED_TRACE(mode);
+    const std::string path = dir + "/r" + std::to_string(mode) + ".json";
     std::vector<std::string> args = {"coordinator", "--config", cluster.config_path, "--ids",
                                      "4,8,15,16,4,8,15,16,4,8", "--gen", "12", "--receipt", path};
-    if (speculative) args.push_back("--speculative");
+    args.insert(args.end(), modes[mode].begin(), modes[mode].end());
     auto run = RunCli(args);
     ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-    EXPECT_EQ(run.out.find("speculative           = ") != std::string::npos, speculative)
+    EXPECT_EQ(run.out.find("speculative           = ") != std::string::npos, mode > 0)
         << run.out;
+    if (mode == 2) {
+      EXPECT_NE(run.out.find("(100.0%)"), std::string::npos) << run.out;
+    }
     receipts.push_back(ReadJsonFile(path));
   }
   EXPECT_FALSE(receipts[0]["options"].contains("speculative"));
   EXPECT_EQ(receipts[1]["options"]["speculative"], "prompt-lookup");
-  receipts[1]["options"].erase("speculative");
-  for (json& j : receipts) j.erase("timings");
+  EXPECT_EQ(receipts[2]["options"]["speculative"], "draft-model");
+  for (json& j : receipts) {
+    j["options"].erase("speculative");
+    j.erase("timings");
+  }
   EXPECT_EQ(receipts[1].dump(), receipts[0].dump());
+  EXPECT_EQ(receipts[2].dump(), receipts[0].dump());
   cluster.procs->Reap(std::chrono::milliseconds(0));
   std::filesystem::remove_all(dir);
 }
