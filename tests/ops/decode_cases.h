@@ -13,6 +13,7 @@
 
 #include "engine/decode.h"
 #include "engine/local_backend.h"
+#include "engine/speculative.h"
 #include "runtime/compare.h"
 
 namespace lockstep::testing {
@@ -64,6 +65,23 @@ inline std::unique_ptr<LocalBackend> OpenBackend(const Stage& stage, const Decod
 inline void ExpectSameResult(const DecodeResult& a, const DecodeResult& b) {
   const Status same = runtime::CompareResults(a, b, "a", "b");  // the one comparison
   EXPECT_TRUE(same.ok()) << same.ToString();
+}
+
+// Decodes c plainly and speculatively (options o; proposals from `source`,
+// prompt lookup when null), each on a fresh backend of `stage`, expects
+// the same result and adds the speculative run's counts to *total.
+inline void ExpectSpeculativeEqualsPlain(const Stage& stage, const DecodeCase& c,
+                                         const WitnessSeed& seed, const SpeculativeOptions& o,
+                                         std::unique_ptr<ProposalSource> source,
+                                         SpeculativeStats* total) {
+  auto plain = RunDecode(*OpenBackend(stage, c), c.req, seed);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  SpeculativeStats stats;
+  auto spec = RunSpeculativeDecode(*OpenBackend(stage, c), c.req, seed, o, &stats, std::move(source));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ExpectSameResult(*spec, *plain);
+  total->proposed += stats.proposed;
+  total->accepted += stats.accepted;
 }
 
 }  // namespace lockstep::testing

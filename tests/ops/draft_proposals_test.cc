@@ -55,15 +55,8 @@ TEST(DraftSpeculative, EqualsPlainDecodingWithASmallerDraftOrTheModelItself) {
   for (const Stage* draft : {&*d, &*t}) {
     for (const DecodeCase& c : DecodeCases()) {
       SCOPED_TRACE(c.name + (draft == &*t ? " self-draft" : " small draft"));
-      auto plain = RunDecode(*OpenBackend(*t, c), c.req, target->Seed());
-      ASSERT_TRUE(plain.ok()) << plain.status().ToString();
-      SpeculativeStats stats;
-      auto spec = RunSpeculativeDecode(*OpenBackend(*t, c), c.req, target->Seed(),
-                                       SpeculativeOptions{4, 3}, &stats, DraftFor(*draft, c));
-      ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-      ExpectSameResult(*spec, *plain);
-      total.proposed += stats.proposed;
-      total.accepted += stats.accepted;
+      ExpectSpeculativeEqualsPlain(*t, c, target->Seed(), SpeculativeOptions{4, 3}, DraftFor(*draft, c),
+                                   &total);
     }
   }
   EXPECT_GT(total.accepted, 0u);              // rows kept

@@ -34,17 +34,9 @@ TEST(Speculative, EqualsPlainDecodingOnEveryKindOfDecode) {
   for (const Variant& v : {Variant{}, Variant{"auto", 2, WeightFormat::kPackedBf16}}) {
     Loaded l = Load(*model, v);
     for (const DecodeCase& c : DecodeCases()) {
-      auto plain = RunDecode(*OpenBackend(*l.stage, c), c.req, model->Seed());
-      ASSERT_TRUE(plain.ok()) << plain.status().ToString();
       for (uint32_t k : {1u, 4u, 8u}) {
         SCOPED_TRACE(v.Name() + " " + c.name + " k=" + std::to_string(k));
-        SpeculativeStats stats;
-        auto spec = RunSpeculativeDecode(*OpenBackend(*l.stage, c), c.req, model->Seed(),
-                                         SpeculativeOptions{k, 3}, &stats);
-        ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-        ExpectSameResult(*spec, *plain);
-        total.proposed += stats.proposed;
-        total.accepted += stats.accepted;
+        ExpectSpeculativeEqualsPlain(*l.stage, c, model->Seed(), SpeculativeOptions{k, 3}, nullptr, &total);
       }
     }
   }
