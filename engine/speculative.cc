@@ -10,9 +10,13 @@ Speculator::Speculator(std::span<const uint32_t> prompt, const SpeculativeOption
     : o_(o),
       source_(source ? std::move(source) : std::make_unique<LookupProposals>(o.max_ngram)),
       budget_(std::min<uint32_t>(2, o.max_proposals)),
+      prompt_size_(prompt.size()),
       history_(prompt.begin(), prompt.end()) {}
 
-Result<std::span<const uint32_t>> Speculator::Propose(uint32_t room, std::span<const uint32_t> eos) {
+Result<std::span<const uint32_t>> Speculator::Propose(std::span<const uint32_t> generated,
+                                                      uint32_t room, std::span<const uint32_t> eos) {
+  const size_t have = history_.size() - prompt_size_;  // chosen tokens only ever grow
+  if (have < generated.size()) history_.insert(history_.end(), generated.begin() + have, generated.end());
   proposals_.clear();
   plain_ahead_ = 0;
   if (skip_ > 0) {  // backing off
@@ -38,7 +42,6 @@ Result<std::span<const uint32_t>> Speculator::Propose(uint32_t room, std::span<c
 }
 
 void Speculator::Observe(size_t proposed, std::span<const StepOutcome> chosen) {
-  for (const StepOutcome& o : chosen) history_.push_back(o.token);
   if (proposed == 0) return;
   const size_t kept = chosen.size() - 1;
   stats_.proposed += proposed;
@@ -64,7 +67,7 @@ Status StepSpeculatively(DecodeSession& s, Speculator& speculator, size_t prompt
   const StepContext& ctx = s.Context();
   const uint32_t room = SegmentEnd(s.request(), ctx.step) - ctx.step;  // rows past the first
   LOCKSTEP_ASSIGN_OR_RETURN(const std::span<const uint32_t> proposals,
-                            speculator.Propose(room, s.stop_rule().eos));
+                            speculator.Propose(s.generated(), room, s.stop_rule().eos));
   StepBackend& backend = s.backend();
   if (proposals.empty()) {  // plain; chained only through a backoff (the next may be multi-row)
     if (const uint32_t ahead = std::min(speculator.PlainStepsAhead(), room); ahead > 0) {

@@ -68,11 +68,15 @@ class Speculator {
   // source: null for prompt lookup (LookupProposals of o.max_ngram).
   Speculator(std::span<const uint32_t> prompt, const SpeculativeOptions& o,
              std::unique_ptr<ProposalSource> source = nullptr);
-  // The proposals for the next step, at most `room` tokens, none holding
-  // an id of `eos`. Empty: a plain step (no guess, or backing off). An
-  // error only when the source fails (a draft model's step).
-  Result<std::span<const uint32_t>> Propose(uint32_t room, std::span<const uint32_t> eos);
-  // A step fed `proposed` proposals and returned `chosen` (kept + 1).
+  // The proposals for the next step after the prompt and `generated` (every
+  // token the session has chosen, however it chose them: a server's
+  // batched prefill chooses the first), at most `room` tokens, none
+  // holding an id of `eos`. Empty: a plain step (no guess, or backing
+  // off). An error only when the source fails (a draft model's step).
+  Result<std::span<const uint32_t>> Propose(std::span<const uint32_t> generated, uint32_t room,
+                                            std::span<const uint32_t> eos);
+  // A step fed `proposed` proposals and returned `chosen` (kept + 1): the
+  // budget and backoff follow it.
   void Observe(size_t proposed, std::span<const StepOutcome> chosen);
   // After a Propose that begins a run of plain steps (it proposes
   // nothing): the steps right after this one that are plain too. 0 at any
@@ -88,7 +92,8 @@ class Speculator {
   bool backoff_begins_ = false;  // the next Propose is a backoff's first
   uint32_t dry_ = 0;             // lookups in a row that found nothing
   uint32_t plain_ahead_ = 0;     // PlainStepsAhead()
-  std::vector<uint32_t> history_, proposals_;
+  size_t prompt_size_;
+  std::vector<uint32_t> history_, proposals_;  // history_: the prompt, then the tokens chosen
   SpeculativeStats stats_;
 };
 
