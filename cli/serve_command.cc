@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/exit_status.h"
+#include "cli/speculative_option.h"
 #include "coordinator/cluster_config.h"
 #include "runtime/cluster_run.h"
 
@@ -26,8 +27,23 @@ Status ParseListen(const std::string& text, server::HttpOptions* http) {
   return Status::Ok();
 }
 
+// The --draft-model, checked against the served model's tokenizer, in
+// o.serve.draft (null when none was asked for).
+Result<std::unique_ptr<DraftModel>> LoadServeDraft(ServeCommandOptions& o) {
+  if (o.draft_model.empty()) return std::unique_ptr<DraftModel>();
+  LOCKSTEP_ASSIGN_OR_RETURN(const OpenModel target, OpenModelDir(o.serve.model_dir, ModelPins{}));
+  const ComputeOptions compute{o.serve.isa, o.serve.threads, WeightFormat::kPackedBf16, ""};
+  LOCKSTEP_ASSIGN_OR_RETURN(
+      std::unique_ptr<DraftModel> draft,
+      LoadDraftModel(o.draft_model,
+                     TokenizerIdentityOf(target.files, target.config, target.hashes.tokenizer), compute));
+  o.serve.draft = server::DraftSource{draft->stage.stage.get(), draft->max_positions};
+  return draft;
+}
+
 // Serves over loopback workers or a configured cluster, or in-process.
 Status Serve(ServeCommandOptions& o) {
+  LOCKSTEP_ASSIGN_OR_RETURN(const std::unique_ptr<DraftModel> draft, LoadServeDraft(o));
   if (!o.config_path.empty()) {
     LOCKSTEP_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(o.config_path));
     if (o.serve.model_dir != cfg.model_dir) {
@@ -67,6 +83,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeCommandOptions& o) {
   c->add_option("--config", o.config_path, "Serve sharded over a running cluster (cluster config)")
       ->check(CLI::ExistingFile)
       ->excludes(workers);
+  c->add_option("--draft-model", o.draft_model,
+                "Requests with \"speculative\": true take proposals from this smaller model's greedy "
+                "decode (a folder or .gguf with the same tokenizer) instead of prompt lookup");
   c->add_flag("--ship-logits", o.ship_logits, "Send every step's logits to the coordinator, which chooses the token (same digests)");
   c->add_option("--threads", s.threads, "Compute threads (including the scheduler)")->default_val(1);
   c->add_option("--isa", s.isa, "Kernels: scalar|avx2|avx512|neon|auto")->default_val("auto");

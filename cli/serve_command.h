@@ -19,6 +19,7 @@ struct ServeCommandOptions {
   int workers = 0;          // > 0: that many loopback worker processes
   std::string config_path;  // a cluster config (workers already running)
   bool ship_logits = false;  // --ship-logits: logits to the coordinator
+  std::string draft_model;   // --draft-model: speculative requests' proposals
 };
 
 CLI::App* AddServeCommand(CLI::App& app, ServeCommandOptions& opts);

@@ -66,7 +66,7 @@ json Receipt(const Finish& f, const ParsedRequest& r, const ApiContext& ctx) {
   receipt::ReceiptInputs in = runtime::RunReceiptInputs(
       f.result, r.spec.request, ctx.site,
       runtime::DecodeText(ctx.model.tokenizer, f.result.generated));
-  if (r.spec.speculative) in.speculative = "prompt-lookup";
+  if (r.spec.speculative) in.speculative = ctx.speculative_source;
   return receipt::BuildReceipt(in);
 }
 

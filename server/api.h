@@ -35,6 +35,7 @@ struct ApiContext {
   Scheduler* scheduler = nullptr;
   Metrics* metrics = nullptr;
   Coordinator* cluster = nullptr;  // set when serving sharded (its health)
+  std::string speculative_source = "prompt-lookup";  // options.speculative of speculative answers
 };
 
 class Api {

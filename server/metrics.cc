@@ -91,6 +91,12 @@ void Metrics::PrefixLookup(bool hit, uint64_t reused) {
   prefix_reused_tokens_ += reused;
 }
 
+void Metrics::Speculation(uint64_t proposed, uint64_t kept) {
+  std::lock_guard<std::mutex> l(mu_);
+  speculative_proposed_ += proposed;
+  speculative_kept_ += kept;
+}
+
 void Metrics::SetPrefixBytes(uint64_t bytes) {
   std::lock_guard<std::mutex> l(mu_);
   prefix_bytes_ = bytes;
@@ -153,6 +159,12 @@ std::string Metrics::Render() const {
          static_cast<double>(prefix_reused_tokens_), &out);
   Scalar("lockstep_prefix_cache_bytes", "gauge", "Bytes held by the prefix cache",
          static_cast<double>(prefix_bytes_), &out);
+  Scalar("lockstep_speculative_proposed_tokens_total", "counter",
+         "Guessed tokens fed to speculative steps (prompt lookup or --draft-model)",
+         static_cast<double>(speculative_proposed_), &out);
+  Scalar("lockstep_speculative_kept_tokens_total", "counter",
+         "Guessed tokens the model itself chose (each saved a weight pass)",
+         static_cast<double>(speculative_kept_), &out);
   Head("lockstep_stage_compute_seconds_total", "counter",
        "Time each pipeline stage spent on steps (in process: the one stage's forward passes; "
        "sharded: as each worker reports in its heartbeat reply)",

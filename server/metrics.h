@@ -38,6 +38,8 @@ class Metrics {
   void Step(size_t batch_rows, double forward_seconds);
   void PrefixLookup(bool hit, uint64_t reused_tokens);
   void SetPrefixBytes(uint64_t bytes);
+  // A speculative step fed `proposed` guessed tokens and kept `kept` of them.
+  void Speculation(uint64_t proposed, uint64_t kept);
   void SetQueue(size_t queued, size_t active);
   // Sharded: bytes on the coordinator's links to its workers so far (the
   // hops coordinator -> first stage and last stage -> coordinator).
@@ -67,6 +69,7 @@ class Metrics {
   std::map<std::string, uint64_t> errors_;
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0;
   uint64_t prefix_hits_ = 0, prefix_misses_ = 0, prefix_reused_tokens_ = 0, prefix_bytes_ = 0;
+  uint64_t speculative_proposed_ = 0, speculative_kept_ = 0;
   uint64_t queued_ = 0, active_ = 0;
   double compute_seconds_ = 0;
   bool wire_set_ = false;

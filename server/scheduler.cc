@@ -4,6 +4,7 @@
 #include <bit>
 #include <iostream>
 
+#include "engine/draft_proposals.h"
 #include "engine/kv_bytes.h"
 #include "engine/local_backend.h"
 #include "engine/ops/fp_env.h"
@@ -42,6 +43,17 @@ uint64_t PositionBytes(const SchedulerBackend& backend) {
   return KvBytesPerPosition(c, 0, c.num_layers);
 }
 
+uint64_t DraftPositionBytes(const Stage& draft) {
+  const ModelConfig& c = draft.config();
+  return KvBytesPerPosition(c, 0, c.num_layers);
+}
+
+// The positions a speculative session's draft cache holds at most: the
+// request's and the last step's guesses.
+size_t DraftPositions(const GenerationSpec& spec) {
+  return spec.request.prompt.size() + spec.request.gen + SpeculativeOptions{}.max_proposals;
+}
+
 // The sampling a cluster session is opened with: temperature 0 chooses by
 // argmax alone (ChooseToken), so every greedy request shares one.
 SamplingParams ClusterSampling(const SamplingParams& requested) {
@@ -78,7 +90,8 @@ struct Scheduler::Session {
 };
 
 Scheduler::Scheduler(SchedulerBackend backend, const WitnessSeed& seed, const Tokenizer* tokenizer,
-                     std::vector<uint32_t> eos, SchedulerOptions options, Metrics& metrics)
+                     std::vector<uint32_t> eos, SchedulerOptions options, Metrics& metrics,
+                     DraftSource draft)
     : stage_(backend.stage),
       cluster_(backend.cluster),
       seed_(seed),
@@ -87,6 +100,8 @@ Scheduler::Scheduler(SchedulerBackend backend, const WitnessSeed& seed, const To
       options_(options),
       metrics_(metrics),
       bytes_per_position_(PositionBytes(backend)),
+      draft_(draft),
+      draft_bytes_per_position_(draft.stage == nullptr ? 0 : DraftPositionBytes(*draft.stage)),
       prefix_(options.prefix_budget_bytes, bytes_per_position_),
       remote_prefix_(options.prefix_budget_bytes, bytes_per_position_, options.prefix_sessions) {
   if (cluster_ != nullptr) {
@@ -112,8 +127,9 @@ size_t Scheduler::ActiveSessions() const {
 
 std::variant<std::shared_ptr<GenerationStream>, ApiError> Scheduler::Submit(GenerationSpec spec) {
   const size_t runs = spec.determinism_check ? 2 : 1;
-  const uint64_t need = (spec.request.prompt.size() + spec.request.gen) * bytes_per_position_ *
-                        static_cast<uint64_t>(runs);
+  const uint64_t draft_need = spec.speculative ? DraftPositions(spec) * draft_bytes_per_position_ : 0;
+  const uint64_t need = ((spec.request.prompt.size() + spec.request.gen) * bytes_per_position_ +
+                         draft_need) * static_cast<uint64_t>(runs);
   auto stream = std::make_shared<GenerationStream>();
   std::vector<std::unique_ptr<Session>> made;
   auto pair = runs == 2 ? std::make_shared<TwinPair>() : nullptr;
@@ -259,7 +275,12 @@ void Scheduler::Admit(std::unique_ptr<Session> s) {
 
 void Scheduler::StartDecode(Session& s, size_t cached) {
   s.decode.emplace(*s.backend(), s.spec.request, seed_, StopRuleOf(s), cached);
-  if (s.spec.speculative) s.speculator.emplace(s.spec.request.prompt, SpeculativeOptions{});
+  if (!s.spec.speculative) return;
+  std::unique_ptr<ProposalSource> source;  // null: prompt lookup
+  if (draft_.stage != nullptr) {
+    source = std::make_unique<DraftProposals>(*draft_.stage, draft_.max_positions, DraftPositions(s.spec));
+  }
+  s.speculator.emplace(s.spec.request.prompt, SpeculativeOptions{}, std::move(source));
 }
 
 StopRule Scheduler::StopRuleOf(const Session& s) const {
@@ -293,7 +314,10 @@ void Scheduler::Step() {
   for (const size_t i : alone_) {  // past the prompt: one multi-row step each
     Session& s = *active_[i];
     if (s.decode->done()) continue;
+    const SpeculativeStats before = s.speculator->stats();
     step_status_[i] = StepSpeculatively(*s.decode, *s.speculator, options_.prefill_chunk);
+    const SpeculativeStats& after = s.speculator->stats();
+    metrics_.Speculation(after.proposed - before.proposed, after.accepted - before.accepted);
     ++stepped;
   }
   if (stepped > 0) {

@@ -86,12 +86,24 @@ struct SchedulerBackend {
   Coordinator* cluster = nullptr;
 };
 
+// Where a `speculative` request's proposals come from: prompt lookup, or
+// (stage set: every layer of a draft model with the served model's
+// tokenizer, outliving the scheduler) that draft's greedy guesses
+// (engine/draft_proposals.h), each session with a draft cache of its own
+// whose bytes count against kv_budget. Either way the answers and
+// receipts are plain decoding's.
+struct DraftSource {
+  const Stage* stage = nullptr;
+  uint32_t max_positions = 0;  // the draft's (MaxPositions of its config)
+};
+
 class Scheduler {
  public:
   // tokenizer may be null (then stop strings are refused by the caller).
   // eos: ids that end a generation with finish_reason "stop".
   Scheduler(SchedulerBackend backend, const WitnessSeed& seed, const Tokenizer* tokenizer,
-            std::vector<uint32_t> eos, SchedulerOptions options, Metrics& metrics);
+            std::vector<uint32_t> eos, SchedulerOptions options, Metrics& metrics,
+            DraftSource draft = {});
   ~Scheduler();  // Shutdown(0) if still running
 
   std::variant<std::shared_ptr<GenerationStream>, ApiError> Submit(GenerationSpec spec);
@@ -133,6 +145,8 @@ class Scheduler {
   SchedulerOptions options_;
   Metrics& metrics_;
   uint64_t bytes_per_position_;
+  DraftSource draft_;
+  uint64_t draft_bytes_per_position_;  // 0 without a draft
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

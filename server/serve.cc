@@ -72,9 +72,10 @@ Status Serve(const ServeOptions& o, const lockstep::ModelInfo& model, SchedulerB
   ctx.site = runtime::RunSite{model.Seed(), std::move(plan), std::move(workers)};
   ctx.stages = std::move(stages);
   ctx.cluster = backend.cluster;
+  ctx.speculative_source = o.draft.stage != nullptr ? "draft-model" : "prompt-lookup";
   Metrics metrics;
   Scheduler scheduler(backend, ctx.site.seed, ctx.model.tokenizer, ctx.eos,
-                      backend.cluster ? ClusterOptions(o) : o.scheduler, metrics);
+                      backend.cluster ? ClusterOptions(o) : o.scheduler, metrics, o.draft);
   ctx.scheduler = &scheduler;
   ctx.metrics = &metrics;
   Api api(std::move(ctx));

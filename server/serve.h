@@ -31,6 +31,10 @@ struct ServeOptions {
   Limits limits;  // max_positions (`--max-positions`) and max_prompt_tokens
   int shutdown_grace_ms = 10000;
   std::optional<ClusterConfig> cluster;  // its model_dir is model_dir
+  // `--draft-model`: speculative requests take this draft's proposals
+  // (scheduler.h); its stage outlives RunServer. Receipts then say
+  // options.speculative "draft-model".
+  DraftSource draft;
 };
 
 Status RunServer(const ServeOptions& options);

@@ -154,9 +154,9 @@ def check_every_front_end_agrees(test, workers):
     test.assertEqual(json.dumps(served, sort_keys=True), json.dumps(ran, sort_keys=True))
 
 
-def check_speculative_equals_plain(test):
+def check_speculative_equals_plain(test, source="prompt-lookup"):
     """Speculative answers (several at once, batched with plain ones) carry
-    the plain answer's receipt, options.speculative aside."""
+    the plain answer's receipt, options.speculative (naming `source`) aside."""
     bodies = [{"prompt": [5, 9, 2, 7, 5, 9, 2, 7, 5, 9], "max_tokens": 24},
               {"prompt": [5, 9, 2, 7, 5, 9, 2, 7], "max_tokens": 20, "temperature": 0.8,
                "top_k": 30, "seed": 5},
@@ -187,7 +187,7 @@ def check_speculative_equals_plain(test):
     for i in range(len(bodies)):
         test.assertEqual(got[i].status_code, 200, got[i].text)
         receipt = got[i].json()["receipt"]
-        test.assertEqual(receipt["options"].pop("speculative"), "prompt-lookup")
+        test.assertEqual(receipt["options"].pop("speculative"), source)
         test.assertEqual(receipt, plain[i], bodies[i])
         test.assertEqual(got[len(bodies) + i].json()["receipt"], plain[i], bodies[i])
     bad = test.server.post("/v1/completions", {"prompt": [1, 2], "max_tokens": 2,
@@ -500,6 +500,71 @@ class ApiTest(unittest.TestCase):
                          before[("lockstep_time_to_first_token_seconds_count", ())] + 1)
         self.assertGreater(after[("lockstep_stage_compute_seconds_total", (("stage", "0"),))],
                            before[("lockstep_stage_compute_seconds_total", (("stage", "0"),))])
+
+
+class DraftTest(unittest.TestCase):
+    """`serve --draft-model`: speculative requests take a smaller model's
+    guesses, and the answers are still plain decoding's."""
+    @classmethod
+    def setUpClass(cls):
+        os.makedirs(ARGS.tmp, exist_ok=True)
+        cls.model = os.path.join(ARGS.tmp, "model")
+        make_model(cls.model)
+        cls.has_text = os.path.exists(os.path.join(ARGS.shared, "fixtures/smollm2-135m/tokenizer.json"))
+        cls.draft = os.path.join(ARGS.tmp, "draft")
+        cmd = [ARGS.lockstep, "make-model", cls.draft, "--seed", "5", "--hidden", "32", "--layers", "1",
+               "--heads", "2", "--kv-heads", "1", "--inter", "64",
+               "--tokenizer", os.path.join(cls.model, "tokenizer.json")]
+        cmd += ["--vocab", "49152" if cls.has_text else "512"]
+        subprocess.run(cmd, check=True, capture_output=True)
+        cls.server = Server(cls.model, "--threads", "1", "--draft-model", cls.draft)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_speculative_answers_with_a_draft_equal_plain_ones(self):
+        check_speculative_equals_plain(self, "draft-model")
+
+    def test_the_model_as_its_own_draft_answers_as_plain_decoding(self):
+        server = Server(self.model, "--threads", "1", "--draft-model", self.model)
+        try:
+            self.server, saved = server, self.server
+            check_speculative_equals_plain(self, "draft-model")
+            # Greedy, its own greedy guesses are its choices: every one kept
+            # (prompt lookup guesses only what repeats, and from later on).
+            key = lambda name: (name, ())
+            m0 = server.metrics()
+            r = server.post("/v1/completions", {"prompt": [11, 250, 37, 401, 99, 3], "max_tokens": 24,
+                                                "speculative": True})
+            self.assertEqual(r.status_code, 200, r.text)
+            m1 = server.metrics()
+            proposed = (m1[key("lockstep_speculative_proposed_tokens_total")] -
+                        m0[key("lockstep_speculative_proposed_tokens_total")])
+            kept = (m1[key("lockstep_speculative_kept_tokens_total")] -
+                    m0[key("lockstep_speculative_kept_tokens_total")])
+            self.assertGreaterEqual(proposed, 12)
+            self.assertEqual(kept, proposed)
+        finally:
+            self.server = saved
+            server.stop()
+
+    def test_a_draft_of_another_vocabulary_is_refused_naming_both(self):
+        other = os.path.join(ARGS.tmp, "draft-other-vocab")
+        subprocess.run([ARGS.lockstep, "make-model", other, "--seed", "5", "--hidden", "32",
+                        "--layers", "1", "--heads", "2", "--kv-heads", "1", "--inter", "64",
+                        "--vocab", "300"], check=True, capture_output=True)
+        proc = subprocess.run([ARGS.lockstep, "serve", "--model", self.model, "--listen", "127.0.0.1:0",
+                               "--draft-model", other], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn(other, proc.stderr)
+        self.assertIn(self.model, proc.stderr)
+        self.assertIn("vocab", proc.stderr)
+        missing = subprocess.run([ARGS.lockstep, "serve", "--model", self.model, "--listen",
+                                  "127.0.0.1:0", "--draft-model", other + "-missing"],
+                                 capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(missing.returncode, 0)
+        self.assertIn("--draft-model " + other + "-missing", missing.stderr)
 
 
 class LimitsTest(unittest.TestCase):
