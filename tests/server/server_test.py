@@ -9,6 +9,7 @@ usage: server_test.py SUITE --lockstep BIN --shared DIR --tmp DIR
 import argparse
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -547,6 +548,26 @@ class DraftTest(unittest.TestCase):
             self.assertEqual(kept, proposed)
         finally:
             self.server = saved
+            server.stop()
+
+    def test_a_speculative_request_counts_its_draft_cache_in_the_kv_budget(self):
+        """With the model as its own draft a speculative request holds about
+        twice the KV bytes of a plain one: a budget between the two admits
+        the plain request and refuses the speculative one by name."""
+        server = Server(self.model, "--threads", "1", "--draft-model", self.model, "--kv-budget-mib", "1")
+        try:
+            big = server.post("/v1/completions", {"prompt": [1], "max_tokens": 1000})
+            self.assertEqual(big.status_code, 429, big.text)
+            need = int(re.search(r"needs (\d+) bytes", big.json()["error"]["message"]).group(1))
+            per_position = need // 1001
+            gen = int(0.6 * 1048576 / per_position)  # a plain request of ~60 % of the budget
+            body = {"prompt": [1, 2, 3], "max_tokens": gen}
+            plain = server.post("/v1/completions", body)
+            self.assertEqual(plain.status_code, 200, plain.text)
+            spec = server.post("/v1/completions", dict(body, speculative=True))
+            self.assertEqual(spec.status_code, 429, spec.text[:300])
+            self.assertEqual(spec.json()["error"]["code"], "kv_budget")
+        finally:
             server.stop()
 
     def test_a_draft_of_another_vocabulary_is_refused_naming_both(self):
