@@ -23,10 +23,22 @@ using lockstep::testing::ReadJsonFile;
 using lockstep::testing::RunCli;
 using nlohmann::json;
 
+// `make-model` arguments for a model in dir/name: the receipt tests'
+// shape, or with `small` a one-layer narrower one; the seed gives the
+// synthetic tokenizer, so equal seeds and vocabularies share it.
+std::vector<std::string> MakeModelArgs(const std::string& path, bool small, const char* seed,
+                                       const char* vocab) {
+  if (small) {
+    return {"make-model", path, "--seed", seed, "--hidden", "32", "--layers", "1", "--heads", "2",
+            "--kv-heads", "1", "--inter", "48", "--vocab", vocab};
+  }
+  return {"make-model", path, "--seed", seed, "--hidden", "64", "--layers", "3",
+          "--heads", "4", "--kv-heads", "2", "--inter", "96", "--vocab", vocab};
+}
+
 TEST(SpeculativeReceipt, EqualsThePlainReceiptByteForByte) {
   const std::string dir = MakeTempDir("speculative_receipt");
-  auto made = RunCli({"make-model", dir + "/m", "--seed", "3", "--hidden", "64", "--layers", "3",
-                      "--heads", "4", "--kv-heads", "2", "--inter", "96", "--vocab", "300"});
+  auto made = RunCli(MakeModelArgs(dir + "/m", false, "3", "300"));
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const std::vector<std::string> base = {"run", "--model", dir + "/m", "--ids", "5,9,2,7,5,9,2,7,5,9"};
   const std::vector<std::vector<std::string>> cases = {
@@ -80,19 +92,6 @@ TEST(SpeculativeReceipt, EqualsThePlainReceiptByteForByte) {
     ++n;
   }
   std::filesystem::remove_all(dir);
-}
-
-// `make-model` arguments for a model in dir/name: the receipt tests'
-// shape, or with `small` a one-layer narrower one; the seed gives the
-// synthetic tokenizer, so equal seeds and vocabularies share it.
-std::vector<std::string> MakeModelArgs(const std::string& path, bool small, const char* seed,
-                                       const char* vocab) {
-  if (small) {
-    return {"make-model", path, "--seed", seed, "--hidden", "32", "--layers", "1", "--heads", "2",
-            "--kv-heads", "1", "--inter", "48", "--vocab", vocab};
-  }
-  return {"make-model", path, "--seed", seed, "--hidden", "64", "--layers", "3",
-          "--heads", "4", "--kv-heads", "2", "--inter", "96", "--vocab", vocab};
 }
 
 TEST(SpeculativeReceipt, WithADraftModelEqualsThePlainReceiptByteForByte) {
