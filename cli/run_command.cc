@@ -167,11 +167,6 @@ Result<DecodeRequest> RequestFor(const RunOptions& o, const ModelInfo& model) {
   return BuildRequest(o, model.config.max_position_embeddings, model.files);
 }
 
-// What a --draft-model must share with the model: its tokenizer.
-TokenizerIdentity TargetTokenizer(const ModelInfo& model) {
-  return TokenizerIdentityOf(model.files, model.config, model.hashes.tokenizer);
-}
-
 // The weights are hashed while they load (LoadStage verifies the pins
 // before the first token).
 Status RunMonolithic(const RunOptions& o) {

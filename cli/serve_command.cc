@@ -35,8 +35,7 @@ Result<std::unique_ptr<DraftModel>> LoadServeDraft(ServeCommandOptions& o) {
   const ComputeOptions compute{o.serve.isa, o.serve.threads, WeightFormat::kPackedBf16, ""};
   LOCKSTEP_ASSIGN_OR_RETURN(
       std::unique_ptr<DraftModel> draft,
-      LoadDraftModel(o.draft_model,
-                     TokenizerIdentityOf(target.files, target.config, target.hashes.tokenizer), compute));
+      LoadDraftModel(o.draft_model, TargetTokenizer(target), compute));
   o.serve.draft = server::DraftSource{draft->stage.stage.get(), draft->max_positions};
   return draft;
 }

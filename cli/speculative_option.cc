@@ -38,6 +38,10 @@ void AddSpeculativeFlags(CLI::App* cmd, bool* on, std::string* draft) {
       ->each([on](const std::string&) { *on = true; });
 }
 
+TokenizerIdentity TargetTokenizer(const ModelInfo& model) {
+  return TokenizerIdentityOf(model.files, model.config, model.hashes.tokenizer);
+}
+
 Result<std::unique_ptr<DraftModel>> LoadDraftModel(const std::string& path,
                                                    const TokenizerIdentity& target,
                                                    const ComputeOptions& compute) {

@@ -33,6 +33,9 @@ struct DraftModel {
   double proposing_ms = 0;
 };
 
+// What a --draft-model must share with the model it drafts for: its tokenizer.
+TokenizerIdentity TargetTokenizer(const ModelInfo& model);
+
 // Loads the draft model at `path` (a folder or a .gguf file, as --model)
 // with `compute`; null when path is empty. The load's own errors say
 // "--draft-model PATH"; Mismatch naming both models when its tokenizer is
