@@ -4,10 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
+
+#include "base/populate.h"
 
 namespace lockstep {
 namespace {
@@ -127,11 +131,15 @@ Status ReadOnlyFile::ReadAt(uint64_t offset, std::span<uint8_t> out,
 
 Result<Digest> ReadOnlyFile::Sha256() const {
   Sha256Stream s;
-  std::vector<uint8_t> buf(size_t{4} << 20);
+  // No larger than the file (a config of a few hundred bytes zeroed 4 MB),
+  // its pages populated at once, not faulted in one by one (base/populate.h).
+  const size_t size = static_cast<size_t>(std::clamp<uint64_t>(size_, 1, size_t{4} << 20));
+  const std::unique_ptr<uint8_t[]> buf(new uint8_t[size]);
+  PopulateForWrite(buf.get(), size);
   for (uint64_t at = 0; at < size_;) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size_ - at));
-    LOCKSTEP_RETURN_IF_ERROR(ReadAt(at, std::span<uint8_t>(buf.data(), n), "its contents"));
-    s.Update(std::span<const uint8_t>(buf.data(), n));
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(size, size_ - at));
+    LOCKSTEP_RETURN_IF_ERROR(ReadAt(at, std::span<uint8_t>(buf.get(), n), "its contents"));
+    s.Update(std::span<const uint8_t>(buf.get(), n));
     at += n;
   }
   return s.Finalize();

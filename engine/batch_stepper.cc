@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/local_backend.h"
+#include "base/populate.h"
 
 namespace lockstep {
 
@@ -53,7 +54,7 @@ void LocalBatchStepper::ChooseAll(std::span<DecodeSession* const> batch,
     choose_.emplace_back(i, n);
   }
   if (choose_.empty()) return;
-  logits_.resize(choose_.size() * vocab);
+  ResizePopulated(logits_, choose_.size() * vocab);
   stage_.LogitsBatch(rows_, logits_, scratch_);
   outcomes_.resize(choose_.size());
   choices_.clear();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/ops/kernels.h"
+#include "base/populate.h"
 #include "engine/ops/rope.h"
 
 namespace lockstep {
@@ -77,14 +78,14 @@ void KvCache::Resize(size_t old, size_t entries) {
   const size_t padded = TilesFor(entries) * kTile, hd = head_dim_;
   const size_t dirty = std::min(old, padded);  // lanes [entries, dirty) hold old entries
   for (size_t i = 0; i < k_.size(); ++i) {
-    k_[i].resize(padded * hd, 0.0f);
-    v_[i].resize(padded * hd, 0.0f);
+    ResizePopulated(k_[i], padded * hd, 0.0f);
+    ResizePopulated(v_[i], padded * hd, 0.0f);
     for (size_t e = entries; e < dirty; ++e) {
       for (size_t d = 0; d < hd; ++d) k_[i][KAt(e, d, hd)] = 0.0f;
       std::fill_n(v_[i].begin() + static_cast<ptrdiff_t>(e * hd), hd, 0.0f);
     }
   }
-  for (std::vector<float>& rows : kraw_) rows.resize(entries * kv_width_, 0.0f);
+  for (std::vector<float>& rows : kraw_) ResizePopulated(rows, entries * kv_width_, 0.0f);
 }
 
 size_t KvCache::Append(size_t n, int64_t first_pos) {

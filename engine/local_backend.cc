@@ -4,6 +4,8 @@
 #include <cassert>
 #include <string>
 
+#include "base/populate.h"
+
 namespace lockstep {
 
 LocalBackend::LocalBackend(const Stage& stage, size_t reserve_positions)
@@ -85,7 +87,7 @@ Status LocalBackend::FeedPass(std::span<const uint32_t> tokens, size_t at, size_
   LOCKSTEP_RETURN_IF_ERROR(stage_.Forward(hidden_, static_cast<int64_t>(cache_.size()), cache_, scratch_));
   if (end <= first) return Status::Ok();
   const size_t m = end - lo;
-  row_logits_.resize(m * vocab);
+  ResizePopulated(row_logits_, m * vocab);
   stage_.LogitsBatch(std::span<const float>(hidden_).subspan((lo - at) * h, m * h), row_logits_,
                      scratch_);
   const auto next = tokens.subspan(lo + 1, std::min(m, tokens.size() - lo - 1));

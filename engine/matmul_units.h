@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/ops/packed_matrix.h"
+#include "base/populate.h"
 #include "engine/ops/thread_pool.h"
 
 namespace lockstep {
@@ -31,10 +32,11 @@ inline size_t UnitEnd(const ops::PackedMatrix& w, size_t u) {
 }
 
 // Grows a scratch buffer to at least n elements (allocates only when it
-// must; never shrinks, so a reserved step allocates nothing).
+// must, its fresh pages populated at once: base/populate.h; never shrinks,
+// so a reserved step allocates nothing).
 template <class T>
 void FitScratch(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
+  if (v.size() < n) ResizePopulated(v, n);
 }
 
 // fn(u) for every work item u in [0, units) of a matmul, in one run of

@@ -4,6 +4,7 @@
 
 #include "engine/decode.h"
 #include "engine/local_backend.h"
+#include "base/populate.h"
 #include "engine/row_step.h"
 #include "engine/witness.h"
 
@@ -48,7 +49,7 @@ Result<wire::StepResult> RowStepHost::Choose(const Stage& stage, std::span<const
   states_.clear();
   for (size_t at = 0; at < step_rows; at += LocalBackend::kRowsPerPass) {
     const size_t m = std::min(LocalBackend::kRowsPerPass, step_rows - at);
-    logits_.resize(m * v);
+    ResizePopulated(logits_, m * v);
     stage.LogitsBatch(hidden.subspan((n - step_rows + at) * h, m * h), logits_, scratch);
     // No tokens to compare: every row is chosen, the coordinator accepts.
     ChooseRows(logits_, m, {}, ctx, handoff.decode_step + static_cast<uint32_t>(at), &outcomes_,

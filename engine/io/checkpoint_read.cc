@@ -23,6 +23,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/populate.h"
 #include "engine/io/checkpoint.h"
 #include "engine/io/sha256_lanes.h"
 
@@ -124,6 +125,7 @@ struct Buffer {
   std::span<uint8_t> Hold(size_t n) {
     if (n > capacity) {
       data.reset(new uint8_t[n]);
+      PopulateForWrite(data.get(), n);  // read into at once, not a fault per page
       capacity = n;
     }
     return {data.get(), n};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/ops/huge_pages.h"
+#include "base/populate.h"
 #include "engine/ops/pack_bf16.h"
 #include "engine/ops/quant_blocks.h"
 #include "engine/ops/quant_panel.h"
@@ -143,8 +144,10 @@ void PackedMatrix::Allocate(size_t rows, size_t cols, WeightType type, Populate 
         rounded, [this] { AdviseHugePages(); }, [this, rounded] { PopulatePages(0, rounded); });
   }
   // Only the last panel can hold padding rows; the rest is written by the
-  // packers, so zero just that panel (and the rounding slack).
+  // packers, so zero just that panel (and the rounding slack), populated
+  // first when the rest is populated later (base/populate.h).
   const size_t tail = (panels() - 1) * PanelBytes();
+  if (when != Populate::kNow) PopulateForWrite(static_cast<uint8_t*>(p) + tail, rounded - tail);
   std::memset(static_cast<uint8_t*>(p) + tail, 0, rounded - tail);
 }
 
@@ -152,9 +155,8 @@ void PackedMatrix::PopulatePages(size_t begin, size_t end) {
   if (storage_bytes_ < kSmallPage) return;  // a small matrix: inside the heap
   end = std::min(end, storage_bytes_);
   begin = begin / kSmallPage * kSmallPage;
-#ifdef MADV_POPULATE_WRITE
-  if (begin < end) (void)madvise(data_.get() + begin, end - begin, MADV_POPULATE_WRITE);
-#endif
+  end = (end + kSmallPage - 1) / kSmallPage * kSmallPage;  // storage is whole pages
+  if (begin < end) PopulateForWrite(data_.get() + begin, end - begin);
 }
 
 // Before the first touch only when free 2 MB blocks cover the storage
