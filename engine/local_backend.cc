@@ -65,8 +65,8 @@ Status LocalBackend::FeedRows(std::span<const uint32_t> tokens, uint32_t rows,
   const size_t n = tokens.size(), first = n - rows;
   Status st;
   bool ended = false;
-  for (size_t at = 0; at < n && !ended && st.ok(); at += kRowsPerPass) {
-    st = FeedPass(tokens, at, std::min(n, at + kRowsPerPass), first, ctx, out, &ended);
+  for (size_t at = 0; at < n && !ended && st.ok(); at = PassEnd(at, n)) {
+    st = FeedPass(tokens, at, PassEnd(at, n), first, ctx, out, &ended);
   }
   if (tracing_) {
     scratch_.set_observer(&trace_);

@@ -3,9 +3,10 @@
 // the path `lockstep run` and `lockstep bench` both time: with the cache
 // reserved for the whole decode, a decode step (Feed of one token)
 // allocates nothing once the prefill has sized the scratch. FeedRows
-// computes its rows kRowsPerPass at a time (one pass over the weights per
-// chunk, logits of at most kRowsPerPass rows held), so a multi-row step of
-// any length needs no more memory than a decode of it plus those rows.
+// computes its rows in passes (engine/row_passes.h: one pass over the
+// weights per chunk, logits of at most kRowsPerPass rows held), so a
+// multi-row step of any length needs no more memory than a decode of it
+// plus those rows.
 // `stage` must outlive the backend. Thread-compatible.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "engine/decode.h"
 #include "engine/kv_cache.h"
 #include "engine/layer_trace.h"
+#include "engine/row_passes.h"
 #include "engine/row_step.h"
 #include "engine/row_step_trace.h"
 #include "engine/stage.h"
@@ -33,11 +35,10 @@ class LocalBackend final : public StepBackend {
   // Feed, then ChooseAndWitness with its two digests on the stage's pool.
   Result<StepOutcome> FeedAndChoose(std::span<const uint32_t> tokens,
                                     const StepContext& ctx) override;
-  // Rows computed together, kRowsPerPass per pass (engine/row_step.h).
+  // Rows computed together, in passes (engine/row_passes.h, row_step.h).
   Status FeedRows(std::span<const uint32_t> tokens, uint32_t rows, const StepContext& ctx,
                   RowSteps* out) override;
   Status Evict(uint32_t from, uint32_t count) override;
-  static constexpr size_t kRowsPerPass = 32;
   uint32_t CacheLength() const override { return static_cast<uint32_t>(cache_.size()); }
 
   // Records, from the next Feed on, the per-layer hidden-state digests

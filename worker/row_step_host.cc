@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "engine/decode.h"
-#include "engine/local_backend.h"
+#include "engine/row_passes.h"
 #include "base/populate.h"
 #include "engine/row_step.h"
 #include "engine/witness.h"
@@ -47,8 +47,8 @@ Result<wire::StepResult> RowStepHost::Choose(const Stage& stage, std::span<const
   const StepContext ctx{handoff.decode_step, sampling, &chain, &sampling_, nullptr};
   outcomes_.clear();
   states_.clear();
-  for (size_t at = 0; at < step_rows; at += LocalBackend::kRowsPerPass) {
-    const size_t m = std::min(LocalBackend::kRowsPerPass, step_rows - at);
+  for (size_t at = 0; at < step_rows; at = PassEnd(at, step_rows)) {
+    const size_t m = PassEnd(at, step_rows) - at;
     ResizePopulated(logits_, m * v);
     stage.LogitsBatch(hidden.subspan((n - step_rows + at) * h, m * h), logits_, scratch);
     // No tokens to compare: every row is chosen, the coordinator accepts.

@@ -5,7 +5,7 @@
 // rows since the step row before, up to and including its own), after the
 // earlier stages' digests of the same segment, so each step row carries
 // what a single step of it would. The last stage then computes the logits
-// of the R step rows, LocalBackend::kRowsPerPass at a time, and chooses
+// of the R step rows in passes (engine/row_passes.h), and chooses
 // every row's token with ChooseRows (engine/row_step.h) as the steps
 // handoff.decodeStep .. decodeStep+R-1, folding them into the handed-over
 // chain in order; its StepResult reports all R outcomes, each with the

@@ -34,8 +34,8 @@ inline std::vector<DecodeCase> DecodeCases() {
   };
   std::vector<uint32_t> repeat;  // a prompt that repeats a phrase
   for (int i = 0; i < 6; ++i) repeat.insert(repeat.end(), {17, 4, 99, 250, 3});
-  std::vector<uint32_t> long_prompt;  // more rows than one pass holds
-  for (uint32_t i = 0; i < 45; ++i) long_prompt.push_back((i * 29 + 7) % 300);
+  std::vector<uint32_t> long_prompt;  // more rows than one pass holds (engine/row_passes.h)
+  for (uint32_t i = 0; i < kRowsPerPass + 6; ++i) long_prompt.push_back((i * 29 + 7) % 300);
   std::vector<DecodeCase> cases = {
       {"greedy", req({3, 1, 4, 1, 5}, 12)},
       {"repeating", req(repeat, 40)},

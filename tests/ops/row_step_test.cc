@@ -9,6 +9,8 @@
 // another.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -157,6 +159,27 @@ TEST(RowStep, FeedRowsKeepsRowsUpToTheFirstDifferenceAndEvictsTheRest) {
   }
 }
 
+// Passes cover an n-row step in order, none longer than kRowsPerPass, as
+// few as that allows and differing in length by at most one row.
+TEST(RowPasses, CutAStepIntoTheFewestEvenPasses) {
+  for (size_t n = 1; n <= 5 * kRowsPerPass + 3; ++n) {
+    std::vector<size_t> lengths;
+    for (size_t at = 0; at < n; at = PassEnd(at, n)) {
+      ASSERT_GT(PassEnd(at, n), at) << n;
+      lengths.push_back(PassEnd(at, n) - at);
+    }
+    size_t total = 0;
+    for (size_t len : lengths) total += len;
+    ASSERT_EQ(total, n);
+    ASSERT_EQ(lengths.size(), (n + kRowsPerPass - 1) / kRowsPerPass) << n;
+    const auto [lo, hi] = std::minmax_element(lengths.begin(), lengths.end());
+    ASSERT_LE(*hi, kRowsPerPass) << n;
+    ASSERT_LE(*hi - *lo, 1u) << n;
+  }
+  EXPECT_EQ(PassEnd(0, 272), 55u);  // 55, 55, 54, 54, 54
+  EXPECT_EQ(PassEnd(110, 272), 164u);
+}
+
 TEST(RowStep, FeedRowsRefusesBadShapesAndIdsWithoutFeeding) {
   const std::string dir = FreshPath("row_step_refuse");
   ASSERT_TRUE(WriteSyntheticModel(dir, SmallUntiedShape(), 3, "").ok());
@@ -171,7 +194,7 @@ TEST(RowStep, FeedRowsRefusesBadShapesAndIdsWithoutFeeding) {
   EXPECT_EQ(a.FeedRows(std::vector<uint32_t>{1, 2}, 0, ctx, &out).kind(), ErrorKind::kInvalid);
   EXPECT_EQ(a.FeedRows(std::vector<uint32_t>{1, 2}, 3, ctx, &out).kind(), ErrorKind::kInvalid);
   std::vector<uint32_t> long_feed(70, 1);
-  long_feed[60] = 301;  // outside the vocabulary, in the third pass
+  long_feed[60] = 301;  // outside the vocabulary, in the second pass
   EXPECT_EQ(a.FeedRows(long_feed, 70, ctx, &out).kind(), ErrorKind::kInvalid);
   EXPECT_EQ(a.CacheLength(), 0u);
 }
