@@ -214,20 +214,33 @@ void Stage::MatMul(std::initializer_list<MatJob> jobs, size_t n) const {
 // One transformer layer over n positions (§8-§10).
 void Stage::Layer(int layer, float* hidden, size_t n, ForwardScratch& s) const {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer - spec().lo)];
-  const size_t h = this->hidden();
-  ForEachRow(pool_, n, [&](size_t t) {  // §8 input_layernorm
-    ops::RmsNorm(hidden + t * h, w.input_norm.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
-  });
-  Attention(layer, w, n, s);                   // §9.1-9.4, o_proj into s.attn
-  ops::AddInPlace(hidden, s.attn.data(), n * h);  // §9.5 residual
-  ForEachRow(pool_, n, [&](size_t t) {  // §8 post_attention_layernorm
-    ops::RmsNorm(hidden + t * h, w.post_norm.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
-  });
+  NormRows(hidden, nullptr, w.input_norm, n, s);  // §8 input_layernorm
+  Attention(layer, w, n, s);                      // §9.1-9.4, o_proj into s.attn
+  NormRows(hidden, s.attn.data(), w.post_norm, n, s);  // §9.5 residual, §8 post_attention_layernorm
   if (w.experts.empty()) {
     Mlp(w, hidden, n, s);  // §10
   } else {
     Moe(w, hidden, n, s);  // E4
   }
+}
+
+// Per row (rows split across the pool, each computed whole by one thread):
+// hidden += residual when there is one, then s.normed = RmsNorm(hidden).
+// One job where a residual added on the caller and a norm on the pool were
+// two: the rows' adds no longer wait for one thread.
+void Stage::NormRows(float* hidden, const float* residual, const std::vector<float>& weight,
+                     size_t n, ForwardScratch& s) const {
+  const size_t h = this->hidden();
+  ForEachRow(pool_, n, [&](size_t t) {
+    if (residual != nullptr) ops::AddInPlace(hidden + t * h, residual + t * h, h);
+    ops::RmsNorm(hidden + t * h, weight.data(), h, config_.rms_norm_eps, s.normed.data() + t * h);
+  });
+}
+
+// hidden += residual, rows split across the pool (§9.5, §10 residuals).
+void Stage::AddRows(float* hidden, const float* residual, size_t n) const {
+  const size_t h = this->hidden();
+  ForEachRow(pool_, n, [&](size_t t) { ops::AddInPlace(hidden + t * h, residual + t * h, h); });
 }
 
 void Stage::Attention(int layer, const LayerWeights& w, size_t n, ForwardScratch& s) const {
@@ -348,7 +361,6 @@ void Stage::AttendSplit(int layer, size_t n, ForwardScratch& s) const {
 
 // §10 over n rows whose post_attention_layernorm output is in s.normed.
 void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& s) const {
-  const size_t h = this->hidden();
   const size_t inter = w.gate_proj.rows;
   // gate and up for work item u's panels, then §10's silu(gate)*up on their
   // rows; items as MatMul's.
@@ -364,7 +376,7 @@ void Stage::Mlp(const LayerWeights& w, float* hidden, size_t n, ForwardScratch& 
     }
   });
   MatMul({{&w.down_proj.packed, s.gate.data(), s.attn.data()}}, n);
-  ops::AddInPlace(hidden, s.attn.data(), n * h);  // §10 residual
+  AddRows(hidden, s.attn.data(), n);  // §10 residual
 }
 
 void Stage::Logits(std::span<const float> row, std::span<float> logits, ForwardScratch& s) const {

@@ -143,6 +143,9 @@ class Stage {
   void MatMul(std::initializer_list<MatJob> jobs, size_t n) const;
   Status Prepare(std::span<const BatchItem> items, ForwardScratch& s) const;
   void Layer(int layer, float* hidden, size_t n, ForwardScratch& s) const;
+  void NormRows(float* hidden, const float* residual, const std::vector<float>& weight, size_t n,
+                ForwardScratch& s) const;
+  void AddRows(float* hidden, const float* residual, size_t n) const;
   void Attention(int layer, const LayerWeights& w, size_t n, ForwardScratch& s) const;
   void AttendAll(int layer, size_t n, ForwardScratch& s) const;
   void AttendRows(int layer, size_t n, ForwardScratch& s) const;
