@@ -294,19 +294,17 @@ void Stage::AttendRows(int layer, size_t n, ForwardScratch& s) const {
   const size_t heads = static_cast<size_t>(config_.num_heads);
   const size_t kvh = static_cast<size_t>(config_.num_kv_heads), group = heads / kvh;
   const size_t ss = s.key_stride;
-  ops::ForEachChunk(pool_, n * kvh, 1, [&](size_t b, size_t e, size_t thread) {
+  ops::ForEachInRuns(pool_, n * kvh, [&](size_t item, size_t thread) {
     float* p = s.scores.data() + thread * group * ss;
-    for (size_t item = b; item < e; ++item) {
-      const size_t i = item / kvh, h = item % kvh;
-      const ForwardScratch::Row& r = s.rows[i];
-      const size_t end = r.entry + 1, lo = r.cache->FirstVisible(layer, r.pos, end);
-      const size_t at = i * heads * hd + h * group * hd;  // the group's q and output
-      kernels_.attend_scores(s.q.data() + at, group, r.cache->k_tiles(layer, h), lo / T,
-                             (end + T - 1) / T, hd, attn_scale_, p, ss);
-      kernels_.softmax_rows(p + lo, end - lo, group, ss);
-      kernels_.attend_mix(p, group, ss, r.cache->v_rows(layer, h), lo, end, hd, 0, hd,
-                          s.mixed.data() + at);
-    }
+    const size_t i = item / kvh, h = item % kvh;
+    const ForwardScratch::Row& r = s.rows[i];
+    const size_t end = r.entry + 1, lo = r.cache->FirstVisible(layer, r.pos, end);
+    const size_t at = i * heads * hd + h * group * hd;  // the group's q and output
+    kernels_.attend_scores(s.q.data() + at, group, r.cache->k_tiles(layer, h), lo / T,
+                           (end + T - 1) / T, hd, attn_scale_, p, ss);
+    kernels_.softmax_rows(p + lo, end - lo, group, ss);
+    kernels_.attend_mix(p, group, ss, r.cache->v_rows(layer, h), lo, end, hd, 0, hd,
+                        s.mixed.data() + at);
   });
 }
 

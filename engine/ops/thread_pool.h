@@ -87,24 +87,35 @@ void ForEachChunk(ThreadPool* pool, size_t n, size_t grain, F&& fn) {
   pool->ParallelFor(n, grain, fn);
 }
 
-// Calls fn(i) once for every i in [0, n), on the pool or inline. [0, n) is
-// cut into one contiguous run per pool thread; the thread that claims a
-// run walks it from its front, and a thread whose runs are done takes
-// items one at a time from the backs of the others. So each thread goes
-// through consecutive items (a prefetch reaching past the item it is on
-// fetches its own next one, not another thread's), and the job ends when
-// its last item does, not when its slowest run does.
+// Calls fn(i) -- or fn(i, thread), thread < pool size identifying the
+// executing thread as ParallelFor's does -- once for every i in [0, n), on
+// the pool or inline. [0, n) is cut into one contiguous run per pool
+// thread; the thread that claims a run walks it from its front, and a
+// thread whose runs are done takes items one at a time from the backs of
+// the others. So each thread goes through consecutive items (a prefetch
+// reaching past the item it is on fetches its own next one, not another
+// thread's), an item costs a claim on the thread's own run rather than on
+// a counter every thread contends for, and the job ends when its last item
+// does, not when its slowest run does.
 template <class F>
 void ForEachInRuns(ThreadPool* pool, size_t n, F&& fn) {
   constexpr size_t kMaxRuns = 64;
+  auto call = [&fn](size_t i, size_t thread) {
+    if constexpr (std::is_invocable_v<F&, size_t, size_t>) {
+      fn(i, thread);
+    } else {
+      (void)thread;
+      fn(i);
+    }
+  };
   const size_t runs = pool == nullptr ? 1 : std::min({pool->size(), kMaxRuns, n});
   if (n > 0xFFFFFFFFu) {  // beyond what a run's packed bounds hold: plain chunks
-    return ForEachChunk(pool, n, 1, [&](size_t b, size_t e, size_t) {
-      for (size_t i = b; i < e; ++i) fn(i);
+    return ForEachChunk(pool, n, 1, [&](size_t b, size_t e, size_t thread) {
+      for (size_t i = b; i < e; ++i) call(i, thread);
     });
   }
   if (runs <= 1) {
-    for (size_t i = 0; i < n; ++i) fn(i);
+    for (size_t i = 0; i < n; ++i) call(i, 0);
     return;
   }
   // Run r: [front, back) packed as front << 32 | back; owners advance the
@@ -122,13 +133,13 @@ void ForEachInRuns(ThreadPool* pool, size_t n, F&& fn) {
       if (run[r].compare_exchange_weak(s, next)) return from_front ? front : back - 1;
     }
   };
-  pool->ParallelFor(runs, 1, [&](size_t b, size_t e, size_t) {
+  pool->ParallelFor(runs, 1, [&](size_t b, size_t e, size_t thread) {
     for (size_t r = b; r < e; ++r) {
-      while (std::optional<size_t> i = take(r, true)) fn(*i);
+      while (std::optional<size_t> i = take(r, true)) call(*i, thread);
     }
     for (size_t k = 1; k < runs; ++k) {
       const size_t r = (e - 1 + k) % runs;
-      while (std::optional<size_t> i = take(r, false)) fn(*i);
+      while (std::optional<size_t> i = take(r, false)) call(*i, thread);
     }
   });
 }

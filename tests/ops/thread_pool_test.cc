@@ -63,6 +63,35 @@ TEST(ThreadPool, ForEachInRunsCoversEveryItemOnce) {
   ForEachInRuns(nullptr, 3, [](size_t) {});  // no pool: inline
 }
 
+// fn(i, thread): the thread index is the executing thread's (< pool
+// size), so per-thread scratch indexed by it is never shared by two items
+// running at once.
+TEST(ThreadPool, ForEachInRunsGivesEachItemItsThreadsIndex) {
+  for (size_t threads : {1, 2, 3}) {
+    auto pool = ThreadPool::Create(threads);
+    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    std::vector<std::atomic<int>> busy(threads), hits(500);
+    std::atomic<bool> shared{false}, out_of_range{false};
+    ForEachInRuns(pool->get(), hits.size(), [&](size_t i, size_t thread) {
+      if (thread >= threads) {
+        out_of_range = true;
+        return;
+      }
+      if (busy[thread].fetch_add(1) != 0) shared = true;  // another item on this index right now
+      volatile int sink = 0;
+      for (int spin = 0; spin < 500; ++spin) sink = sink + spin;
+      busy[thread].fetch_sub(1);
+      hits[i].fetch_add(1);
+    });
+    EXPECT_FALSE(out_of_range.load());
+    EXPECT_FALSE(shared.load());
+    for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 1) << i;
+  }
+  size_t seen = 99;
+  ForEachInRuns(nullptr, 1, [&](size_t, size_t thread) { seen = thread; });  // inline: thread 0
+  EXPECT_EQ(seen, 0u);
+}
+
 TEST(ThreadPool, ZeroThreadsIsInvalid) { EXPECT_FALSE(ThreadPool::Create(0).ok()); }
 
 }  // namespace
