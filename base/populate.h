@@ -1,16 +1,17 @@
 // Fresh memory backed in one call before its first write.
 //
 // The first write to a never-touched 4 KB page takes a page fault. On a
-// guest whose hypervisor intercepts every fault that is the dominant cost
-// of fresh memory: 64 MB touched page by page took 176-178 ms on one such
-// guest (~16 us a page), the same 64 MB populated by one
-// madvise(MADV_POPULATE_WRITE) 12 ms. A step's buffers (the KV cache, the
-// rows' logits, the scratch) are fresh memory the first time a session
-// grows into them, so verifying a receipt paid ~80 ms of faults before
-// anything was computed. PopulateForWrite asks the kernel to back a range
-// at once; it is a hint that changes timing, never contents, and does
-// nothing where the call is missing or refused (a kernel before 5.14).
-// Stateless; thread-safe.
+// guest whose hypervisor intercepts every fault that dominates the cost of
+// fresh memory: 64 MB written page by page took 157-175 ms on one such
+// guest, populated by one madvise(MADV_POPULATE_WRITE) (8-9 ms) and then
+// written 82-100 ms in all; what is left is the host's own first touch of
+// each page, which only huge pages remove. A step's buffers (the KV cache,
+// the rows' logits, the scratch) are fresh memory the first time a session
+// grows into them: verifying a receipt took ~5,000 faults inside its
+// recomputation, and 15,490 in all (1,191 since). PopulateForWrite asks the
+// kernel to back a range at once; it is a hint that changes timing, never
+// contents, and does nothing where the call is missing or refused (a
+// kernel before 5.14). Stateless; thread-safe.
 #pragma once
 
 #include <algorithm>
