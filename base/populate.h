@@ -27,18 +27,24 @@ namespace lockstep {
 // where the kernel lacks or refused the call, the first writes then fault.
 bool PopulateForWrite(void* p, size_t bytes);
 
+// Growth below this is left to fault: a decode step grows its KV cache by
+// a few hundred bytes, into pages a reserved cache already holds, and a
+// call per step would cost more than the rare fault it saves.
+inline constexpr size_t kPopulateMinBytes = size_t{64} << 10;
+
 // v.resize(n, value), the storage of elements it adds populated before
-// they are written. Capacity still grows geometrically, so a vector grown
-// an element at a time stays amortised O(1).
+// they are written when that is at least kPopulateMinBytes. Capacity still
+// grows geometrically, so a vector grown an element at a time stays
+// amortised O(1).
 template <class T>
 void ResizePopulated(std::vector<T>& v, size_t n, const T& value = T()) {
   if (n > v.capacity()) {  // the elements kept move to storage populated first
     std::vector<T> grown;
     grown.reserve(std::max(n, 2 * v.capacity()));
-    PopulateForWrite(grown.data(), n * sizeof(T));
+    if (n * sizeof(T) >= kPopulateMinBytes) PopulateForWrite(grown.data(), n * sizeof(T));
     grown.insert(grown.end(), std::make_move_iterator(v.begin()), std::make_move_iterator(v.end()));
     v.swap(grown);
-  } else if (n > v.size()) {
+  } else if ((n - std::min(n, v.size())) * sizeof(T) >= kPopulateMinBytes) {
     PopulateForWrite(v.data() + v.size(), (n - v.size()) * sizeof(T));
   }
   v.resize(n, value);
