@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "engine/ops/packed_matrix.h"
 #include "base/populate.h"
+#include "engine/ops/packed_matrix.h"
 #include "engine/ops/thread_pool.h"
 
 namespace lockstep {
