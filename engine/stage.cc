@@ -195,8 +195,9 @@ Status Stage::Prepare(std::span<const BatchItem> items, ForwardScratch& s) const
 // a thread's weight stream runs on from panel to panel and the prefetch
 // that reaches past the panel it is on fetches the thread's own next
 // panel; with panels claimed one by one from a shared counter the
-// threads alternated panels and each one started cold (`ops_bench --benchmark_filter=MatmulStream`, 8 rows: 14.9-16.2 ms per
-// model-sized stream one panel per claim, 13.7 ms in runs).
+// threads alternated panels and each one started cold (`ops_bench
+// --benchmark_filter=MatmulStream`, 8 rows: 14.9-16.2 ms per model-sized
+// stream one panel per claim, 13.7 ms in runs).
 void Stage::MatMul(std::initializer_list<MatJob> jobs, size_t n) const {
   size_t total = 0;
   for (const MatJob& j : jobs) total += Units(*j.w);
